@@ -1,0 +1,296 @@
+"""Models that cross Temporal boundaries (workflow/activity inputs and outputs).
+
+Every field added later must carry a default, so running workflows keep decoding old payloads.
+Nothing here does I/O: workflows import this module inside the sandbox.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_EVIDENCE_CHARS = 400
+"""Log lines are untrusted and can be megabytes long; only a bounded excerpt enters history."""
+
+
+def clip(text: str, limit: int = MAX_EVIDENCE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Mode(StrEnum):
+    OBSERVE = "observe"
+    ACTION = "action"
+
+
+class Category(StrEnum):
+    """Public failure taxonomy (what `trainguard classify` prints)."""
+
+    NCCL_TIMEOUT = "nccl_timeout"
+    NCCL_ERROR = "nccl_error"
+    CUDA_OOM = "cuda_oom"
+    CUDA_ILLEGAL_ACCESS = "cuda_illegal_access"
+    GPU_HARDWARE = "gpu_hardware"
+    INTERCONNECT = "interconnect"
+    PYTHON_EXCEPTION = "python_exception"
+    SEGFAULT = "segfault"
+    KILLED_OOM_HOST = "killed_oom_host"
+    HANG = "hang"
+    DATA_LOADER = "data_loader"
+    STORAGE_IO = "storage_io"
+    SLURM_NODE_FAILURE = "slurm_node_failure"
+    PREEMPTION_OR_TIMELIMIT = "preemption_or_timelimit"
+    STRAGGLER = "straggler"
+    HEALTHY = "healthy"
+
+
+class Attribution(StrEnum):
+    HARDWARE = "hardware"
+    SYSTEM_SOFTWARE = "system_software"
+    APPLICATION = "application"
+    INFRASTRUCTURE = "infrastructure"
+    NONE = "none"
+
+
+class FindingSource(StrEnum):
+    LOG = "log"
+    SCHEDULER = "scheduler"
+    METRICS = "metrics"
+    PROGRESS = "progress"  # hang / straggler detectors
+
+
+class WorkloadId(Frozen):
+    """Cluster + job id + submit time: a job id reused after a cluster reset is a new workload."""
+
+    cluster: str
+    job_id: str
+    submit_time: int  # epoch seconds, from Slurm's SubmitTime
+
+    @property
+    def key(self) -> str:
+        return f"{self.cluster}/{self.job_id}/{self.submit_time}"
+
+    @property
+    def workflow_id(self) -> str:
+        return f"trainguard-job-{self.cluster}-{self.job_id}-{self.submit_time}"
+
+
+class OptIn(Frozen):
+    """The `trainguard` object of a job's --comment."""
+
+    environment: str = "default"
+    mode: Mode = Mode.OBSERVE
+
+
+class Finding(Frozen):
+    """One compact piece of evidence. Raw logs never enter workflow history; findings do."""
+
+    source: FindingSource
+    pattern_id: str
+    category: Category
+    attribution: Attribution
+    fatal: bool = True
+    cascade: bool = False
+    line: str = ""  # clipped evidence line
+    line_no: int | None = None
+    offset: int | None = None  # byte offset in the log
+    timestamp: float | None = None  # when the line was seen (epoch s)
+    nodes: tuple[str, ...] = ()
+    rank: int | None = None
+    detail: str = ""
+
+
+class JobSnapshot(Frozen):
+    """What Slurm reports about one job at one instant."""
+
+    job_id: str
+    name: str = ""
+    state: str = ""  # PENDING, RUNNING, COMPLETED, FAILED, NODE_FAIL, ...
+    reason: str = ""
+    comment: str = ""
+    nodes: tuple[str, ...] = ()
+    excluded_nodes: tuple[str, ...] = ()
+    restart_count: int = 0
+    submit_time: int = 0
+    start_time: int = 0
+    end_time: int = 0
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    held: bool = False
+    requeue_allowed: bool = True
+    stdout_path: str = ""
+    stderr_path: str = ""
+    work_dir: str = ""
+    array_job_id: str | None = None
+    array_task_id: str | None = None
+    num_nodes: int = 0
+    user: str = ""
+    partition: str = ""
+
+
+class NodeSnapshot(Frozen):
+    name: str
+    state: str = ""  # idle, allocated, down, drained, ... (lower case, flags stripped)
+    flags: tuple[str, ...] = ()  # NOT_RESPONDING, DRAIN, ...
+    reason: str = ""
+
+
+class ClusterSnapshot(Frozen):
+    cluster: str
+    taken_at: float
+    jobs: tuple[JobSnapshot, ...] = ()
+    nodes: tuple[NodeSnapshot, ...] = ()
+
+
+class ProgressState(Frozen):
+    """Compact training-progress summary carried across activity slices."""
+
+    last_iteration: int | None = None
+    last_progress_at: float | None = None  # epoch s of the last progress line
+    iterations_seen: int = 0
+    mean_interval_s: float | None = None
+    baseline_step_ms: float | None = None
+    recent_step_ms: float | None = None
+    in_checkpoint: bool = False
+    last_checkpoint_iteration: int | None = None
+
+
+class ObservationKind(StrEnum):
+    FAILURE = "failure"  # fatal evidence (log, scheduler, metrics, hang)
+    STRAGGLER = "straggler"
+    PROGRESS = "progress"  # first progress line after an (re)start
+    STATE_CHANGE = "state_change"
+    COMPLETED = "completed"
+    GONE = "gone"  # Slurm no longer knows the job
+    SLICE_END = "slice_end"  # nothing happened within the bounded slice
+
+
+class Observation(Frozen):
+    kind: ObservationKind
+    job: JobSnapshot | None = None
+    findings: tuple[Finding, ...] = ()
+    progress: ProgressState = ProgressState()
+    log_offset: int = 0
+    observed_at: float = 0.0
+    first_signal_at: float | None = None  # when the earliest new fatal evidence appeared
+
+
+class Verdict(Frozen):
+    category: Category
+    attribution: Attribution
+    fatal: bool
+    confidence: float = 0.5
+    nodes: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    summary: str = ""
+    pattern_ids: tuple[str, ...] = ()
+    external: str | None = None  # id/name of an external attribution service that enriched it
+
+
+class ActionKind(StrEnum):
+    NONE = "none"  # record and keep watching
+    REQUEUE = "requeue"  # requeue-hold -> exclude -> release
+    CANCEL = "cancel"  # stop futile retries
+    DRAIN = "drain"
+    WAIT = "wait"  # not enough nodes left; keep the job held/pending for an operator
+
+
+class Actor(StrEnum):
+    POLICY = "policy"
+    WATCHDOG = "watchdog"
+    OPERATOR = "operator"
+    SYSTEM = "system"
+
+
+class Advice(Frozen):
+    advice_id: str  # idempotency key: workload key + attempt + sequence
+    action: ActionKind
+    reason: str
+    verdict: Verdict
+    exclude_nodes: tuple[str, ...] = ()
+    drain_nodes: tuple[str, ...] = ()
+    mode: Mode = Mode.OBSERVE
+    execute: bool = False  # True only in action mode with acknowledged scheduler actions
+    actor: Actor = Actor.POLICY
+    attempt: int = 0
+    generation: int = 0
+    spends_budget: bool = True
+
+
+class ActionStep(StrEnum):
+    REQUEUE_HOLD = "requeue_hold"
+    EXCLUDE = "exclude"
+    RELEASE = "release"
+    CANCEL = "cancel"
+    DRAIN = "drain"
+
+
+class ActionResult(Frozen):
+    step: ActionStep
+    performed: bool  # False when Slurm's state showed it was already done / not applicable
+    detail: str = ""
+    confirmed_at: float = 0.0
+
+
+class EventType(StrEnum):
+    WORKLOAD_DISCOVERED = "workload_discovered"
+    MALFORMED_COMMENT = "malformed_comment"
+    DETECTION = "detection"
+    ADVICE = "advice"
+    ACTION = "action"
+    ACTION_FAILED = "action_failed"
+    WATCHDOG_FIRED = "watchdog_fired"
+    ALLOCATION_RESTARTED = "allocation_restarted"
+    TRAINING_RESUMED = "training_resumed"
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    MODE_CHANGED = "mode_changed"
+    MONITORING_PAUSED = "monitoring_paused"
+    MONITORING_RESUMED = "monitoring_resumed"
+    OPERATOR_DECISION = "operator_decision"
+    NODE_DRAINED = "node_drained"
+
+
+class Level(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class AuditEventIn(Frozen):
+    """One audit record. `event_id` is the idempotency key: writing it twice stores it once."""
+
+    event_id: str
+    event_type: EventType
+    workload_key: str = ""
+    cluster: str = ""
+    job_id: str = ""
+    submit_time: int = 0
+    attempt: int = 0
+    level: Level = Level.INFO
+    actor: Actor = Actor.SYSTEM
+    ts: float = 0.0
+    category: str = ""
+    attribution: str = ""
+    action: str = ""
+    mode: str = ""
+    nodes: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    message: str = ""
+    data: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+
+
+class WorkloadState(StrEnum):
+    WATCHING = "watching"
+    RECOVERING = "recovering"
+    HELD = "held"
+    WAITING = "waiting"  # needs an operator (e.g. too few nodes)
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    FAILED = "failed"  # ended with a failure and no recovery (observe mode or futile)
+    GONE = "gone"
+    PAUSED = "paused"
