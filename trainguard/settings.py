@@ -1,0 +1,185 @@
+"""One typed settings object: a YAML file (TRAINGUARD_CONFIG or --config) plus environment variables.
+
+Environment variables override the file: TRAINGUARD_<SECTION>__<KEY>, e.g. TRAINGUARD_AUDIT__URL.
+Validated at start; `load_settings` raises SettingsError with every problem listed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from trainguard.models import Mode
+
+DEFAULT_STATE_DIR = Path(os.environ.get("TRAINGUARD_HOME", "var"))
+
+
+class SettingsError(ValueError):
+    pass
+
+
+class TemporalSettings(BaseModel):
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    control_task_queue: str = "trainguard-control"
+    tls: bool = False
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    api_key: str | None = None
+
+
+class SSHSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = 22
+    user: str = "root"
+    key_file: str | None = None
+    known_hosts: str | None = "~/.ssh/known_hosts"  # None disables host key checking (never in prod)
+    pool_size: int = Field(default=4, ge=1, le=64)
+    connect_timeout_s: float = 10.0
+    slurm_env: dict[str, str] = Field(default_factory=dict)  # e.g. SLURM_CONF on the login node
+
+
+class ClusterSettings(BaseModel):
+    name: str = "lab"
+    mode: Mode = Mode.OBSERVE
+    acknowledge_scheduler_actions: bool = False
+    runner: Literal["local", "ssh"] = "local"
+    ssh: SSHSettings = SSHSettings()
+    slurm_env: dict[str, str] = Field(default_factory=dict)  # extra env for local commands (SLURM_CONF)
+    snapshot_interval_s: float = Field(default=2.0, gt=0)
+    environment_pattern: str = ".*"  # only jobs whose opt-in environment matches are watched
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not value or not all(c.isalnum() or c in "-_." for c in value):
+            raise ValueError("cluster name must be letters, digits, '-', '_' or '.'")
+        return value
+
+    @property
+    def task_queue(self) -> str:
+        return f"trainguard-cluster-{self.name}"
+
+
+class AuditSettings(BaseModel):
+    url: str = f"sqlite:///{DEFAULT_STATE_DIR / 'audit.db'}"
+
+
+class WatchSettings(BaseModel):
+    poll_interval_s: float = Field(default=1.0, gt=0)
+    slice_s: float = Field(default=300.0, gt=0)  # an idle watch activity returns after this long
+    max_read_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    heartbeat_timeout_s: float = Field(default=30.0, gt=0)
+
+
+class WatchdogSettings(BaseModel):
+    enabled: bool = True
+    decision_timeout_s: float = Field(default=120.0, gt=0)
+    mode: Mode = Mode.ACTION  # the watchdog may release a held job even when the cluster observes
+    acknowledge_scheduler_actions: bool = True
+
+
+class PolicySettings(BaseModel):
+    retry_budget: int = Field(default=5, ge=0)
+    max_excluded_nodes: int = Field(default=8, ge=0)
+    min_nodes_left: int = Field(default=1, ge=0)
+    no_checkpoint_attempts: int = Field(default=3, ge=1)
+    storm_restarts: int = Field(default=5, ge=1)
+    storm_window_s: float = Field(default=1800.0, gt=0)
+    restart_cost_s: float = Field(default=120.0, ge=0)
+    drain_enabled: bool = False
+    drain_jobs_threshold: int = Field(default=2, ge=1)
+    drain_window_s: float = Field(default=86400.0, gt=0)
+
+
+class AttributionSettings(BaseModel):
+    external_url: str | None = None
+    external_timeout_s: float = Field(default=5.0, gt=0)
+    external_token: str | None = None
+
+
+class LogSettings(BaseModel):
+    backend: Literal["files", "loki", "victorialogs"] = "files"
+    url: str | None = None
+    tenant: str | None = None
+    username: str | None = None
+    password: str | None = None
+    bearer_token: str | None = None
+    tls_verify: bool = True
+    query_prefix: str = ""
+    labels: dict[str, str] = Field(default_factory=lambda: {"job_id": "job_id", "filename": "filename"})
+
+
+class MetricsSettings(BaseModel):
+    prometheus_url: str | None = None
+    node_label: str = "Hostname"
+    node_map: dict[str, str] = Field(default_factory=dict)  # metric label value -> Slurm node name
+    metric_names: dict[str, str] = Field(default_factory=dict)  # overrides of DCGM defaults
+    timeout_s: float = Field(default=5.0, gt=0)
+
+
+class APISettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8088, ge=1, le=65535)
+    token: str | None = None  # bearer token for mutating calls; None = mutations refused
+    read_requires_token: bool = False
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TRAINGUARD_", env_nested_delimiter="__", extra="forbid")
+
+    state_dir: str = str(DEFAULT_STATE_DIR)
+    temporal: TemporalSettings = TemporalSettings()
+    cluster: ClusterSettings = ClusterSettings()
+    audit: AuditSettings = AuditSettings()
+    watch: WatchSettings = WatchSettings()
+    watchdog: WatchdogSettings = WatchdogSettings()
+    policy: PolicySettings = PolicySettings()
+    attribution: AttributionSettings = AttributionSettings()
+    logs: LogSettings = LogSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    api: APISettings = APISettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # init (the file's contents) is weaker than the environment.
+        return (env_settings, init_settings)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise SettingsError(f"cannot read config file {path}: {err.strerror}") from None
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise SettingsError(f"config file {path} is not valid YAML: {err}") from None
+    if not isinstance(doc, dict):
+        raise SettingsError(f"config file {path} must hold a mapping at the top level")
+    return doc
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Load and validate; every problem is reported at once with its dotted key."""
+    path = path or os.environ.get("TRAINGUARD_CONFIG")
+    doc = _read_file(Path(path)) if path else {}
+    try:
+        return Settings(**doc)
+    except ValidationError as err:
+        lines = [f"  {'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in err.errors()]
+        where = f" in {path}" if path else ""
+        raise SettingsError(f"invalid settings{where}:\n" + "\n".join(lines)) from None
