@@ -294,3 +294,46 @@ class WorkloadState(StrEnum):
     FAILED = "failed"  # ended with a failure and no recovery (observe mode or futile)
     GONE = "gone"
     PAUSED = "paused"
+
+
+class LogCursor(Frozen):
+    """Where a log source left off. `identity` detects rotation (inode) or holds a backend's position."""
+
+    source: str = ""  # path or query
+    offset: int = 0
+    identity: str = ""
+
+
+class WorkloadStatus(Frozen):
+    """Live state of one workload, as the workflow sees it (query result; also persisted for the API)."""
+
+    workload_key: str
+    cluster: str
+    job_id: str
+    submit_time: int
+    workflow_id: str = ""
+    name: str = ""
+    environment: str = ""
+    mode: Mode = Mode.OBSERVE
+    state: WorkloadState = WorkloadState.WATCHING
+    attempts: int = 0  # restarts so far (0 = first allocation)
+    excluded_nodes: tuple[str, ...] = ()
+    last_category: str = ""
+    last_attribution: str = ""
+    current_advice_id: str = ""
+    paused: bool = False
+    last_iteration: int | None = None
+    updated_at: float = 0.0
+
+
+class ModeChange(Frozen):
+    mode: Mode
+    actor: Actor = Actor.OPERATOR
+    who: str = ""  # operator identity, free text (untrusted)
+    reason: str = ""
+
+
+class PauseRequest(Frozen):
+    paused: bool
+    who: str = ""
+    reason: str = ""
