@@ -102,6 +102,7 @@ class Finding(Frozen):
     nodes: tuple[str, ...] = ()
     rank: int | None = None
     detail: str = ""
+    priority: int = 2  # 1 generic, 2 specific, 3 platform verdict (see docs/detection.md)
 
 
 class JobSnapshot(Frozen):
@@ -157,6 +158,11 @@ class ProgressState(Frozen):
     recent_step_ms: float | None = None
     in_checkpoint: bool = False
     last_checkpoint_iteration: int | None = None
+    checkpoint_started_at: float | None = None
+    recent_steps_ms: tuple[float, ...] = ()  # bounded by ProgressConfig.straggler_window
+    step_samples: int = 0  # step-time samples since the last (re)start, for warm-up
+    slow_streak: int = 0
+    straggling: bool = False
 
 
 class ObservationKind(StrEnum):
@@ -197,6 +203,8 @@ class ActionKind(StrEnum):
     CANCEL = "cancel"  # stop futile retries
     DRAIN = "drain"
     WAIT = "wait"  # not enough nodes left; keep the job held/pending for an operator
+    HOLD = "hold"  # containment: requeue-hold while the failure is attributed (workflow-issued)
+    RELEASE = "release"  # watchdog fail-open: release a held job unchanged
 
 
 class Actor(StrEnum):
@@ -227,13 +235,17 @@ class ActionStep(StrEnum):
     RELEASE = "release"
     CANCEL = "cancel"
     DRAIN = "drain"
+    RESUME = "resume"  # a drained node returned to service
 
 
 class ActionResult(Frozen):
     step: ActionStep
     performed: bool  # False when Slurm's state showed it was already done / not applicable
     detail: str = ""
-    confirmed_at: float = 0.0
+    confirmed_at: float = 0.0  # when Slurm's own record showed the step's effect
+    job_state: str = ""  # Slurm's state of the job after the step
+    held: bool = False  # whether Slurm reports the job held after the step
+    restart_count: int = 0
 
 
 class EventType(StrEnum):
@@ -337,3 +349,26 @@ class PauseRequest(Frozen):
     paused: bool
     who: str = ""
     reason: str = ""
+
+
+class ArrayTaskFailure(Frozen):
+    """One failed task of a Slurm job array, as the policy needs it to judge whether failures are systemic."""
+
+    array_job_id: str
+    task_id: str
+    category: Category
+    attribution: Attribution
+    pattern_id: str = ""  # top (initiating) pattern of the task's verdict
+    nodes: tuple[str, ...] = ()
+    at: float = 0.0  # epoch s the failure was handled
+
+
+class NodeIncident(Frozen):
+    """A node implicated in one workload's failure (from the audit store), for cross-job reputation."""
+
+    node: str
+    workload_key: str
+    at: float
+    category: Category = Category.GPU_HARDWARE
+    attribution: Attribution = Attribution.HARDWARE
+    pattern_id: str = ""

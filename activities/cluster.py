@@ -1,0 +1,171 @@
+"""Activities that touch the cluster (task queue trainguard-cluster-<name>): Slurm and job output files.
+
+Each scheduler step checks Slurm's actual state first (inside SlurmClient) and reports what Slurm shows
+afterwards, so a retried or replayed step never acts twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+
+from activities.snapshot_cache import SnapshotCache
+from activities.watch import JobWatcher
+from trainguard import contracts as c
+from trainguard.identity import workload_of
+from trainguard.models import ActionResult, ActionStep, JobSnapshot
+from trainguard.optin import MalformedComment, parse_opt_in
+from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.runner import CommandError
+from workflows.search_attributes import initial_search_attributes
+
+log = logging.getLogger(__name__)
+
+
+class ClusterActivities:
+    def __init__(
+        self,
+        cluster: str,
+        client: SlurmClient,
+        cache: SnapshotCache,
+        watcher: JobWatcher,
+        temporal: Client,
+        *,
+        search_attributes: bool = True,
+    ) -> None:
+        self.cluster = cluster
+        self.client = client
+        self.cache = cache
+        self.watcher = watcher
+        self.temporal = temporal
+        self.search_attributes = search_attributes
+        self._started: dict[str, str] = {}  # job id -> workflow id, for requeued jobs whose SubmitTime moved
+        self._reported: set[str] = set()
+
+    # ---- discovery ------------------------------------------------------------------------------------
+    @activity.defn(name=c.DISCOVER_JOBS)
+    async def discover_jobs(self, inp: c.DiscoverInput) -> c.DiscoverResult:
+        deadline = time.time() + inp.slice_s
+        env_re = re.compile(inp.environment_pattern)
+        totals = c.DiscoverResult()
+        while True:
+            snap = await self.cache.get()
+            for job in snap.jobs:
+                outcome = await self._consider(job, inp, env_re)
+                if outcome:
+                    totals = totals.model_copy(update={outcome: getattr(totals, outcome) + 1})
+            activity.heartbeat(totals.model_dump())
+            if time.time() >= deadline:
+                return totals
+            await asyncio.sleep(max(0.2, inp.recovery.poll_interval_s))
+
+    async def _consider(self, job: JobSnapshot, inp: c.DiscoverInput, env_re: re.Pattern[str]) -> str | None:
+        workload = workload_of(self.cluster, job)
+        if workload.workflow_id in self._reported:
+            return None
+        try:
+            opt_in = parse_opt_in(job.comment)
+        except MalformedComment as err:
+            self._reported.add(workload.workflow_id)
+            await self._report_malformed(job, str(err))
+            return "malformed"
+        if opt_in is None:
+            return None
+        if not env_re.fullmatch(opt_in.environment):
+            self._reported.add(workload.workflow_id)
+            return None
+        if job.restart_count > 0 and job.job_id in self._started:
+            return None  # a requeued job whose SubmitTime moved: same workload
+        inp_wf = c.JobRecoveryInput(
+            workload=workload, opt_in=opt_in, cluster_mode=inp.mode, config=inp.recovery, name=job.name[:200]
+        )
+        try:
+            await self.temporal.start_workflow(
+                "JobRecovery",
+                inp_wf,
+                id=workload.workflow_id,
+                task_queue=inp.recovery.control_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                search_attributes=initial_search_attributes(self.cluster, job.job_id, inp.mode.value)
+                if self.search_attributes
+                else None,
+            )
+            outcome = "started"
+            log.info("watching %s (%s)", workload.key, opt_in.mode.value)
+        except WorkflowAlreadyStartedError:
+            outcome = "already_known"
+        self._started[job.job_id] = workload.workflow_id
+        self._reported.add(workload.workflow_id)
+        return outcome
+
+    async def _report_malformed(self, job: JobSnapshot, why: str) -> None:
+        log.warning("job %s opted in with a malformed comment: %s", job.job_id, why)
+        handle = self.temporal.get_workflow_handle(f"trainguard-cluster-{self.cluster}")
+        await handle.signal("report_malformed", c.MalformedReport(job=job, problem=why[:500]))
+
+    # ---- watching ---------------------------------------------------------------------------------------
+    @activity.defn(name=c.WATCH_JOB)
+    async def watch_job(self, inp: c.WatchInput) -> c.WatchResult:
+        try:
+            return await self.watcher.watch(inp, activity.heartbeat)
+        except CommandError as err:
+            raise _app_error(err) from None
+
+    # ---- scheduler actions ---------------------------------------------------------------------------------
+    @activity.defn(name=c.REQUEUE_HOLD)
+    async def requeue_hold(self, inp: c.JobActionInput) -> ActionResult:
+        return await self._step(
+            ActionStep.REQUEUE_HOLD, inp, self.client.requeue_hold(inp.workload.job_id, expected_restarts=inp.expected_restarts)
+        )
+
+    @activity.defn(name=c.SET_EXCLUDED)
+    async def set_excluded(self, inp: c.JobActionInput) -> ActionResult:
+        return await self._step(ActionStep.EXCLUDE, inp, self.client.set_excluded(inp.workload.job_id, inp.nodes))
+
+    @activity.defn(name=c.RELEASE_JOB)
+    async def release_job(self, inp: c.JobActionInput) -> ActionResult:
+        return await self._step(ActionStep.RELEASE, inp, self.client.release(inp.workload.job_id))
+
+    @activity.defn(name=c.CANCEL_JOB)
+    async def cancel_job(self, inp: c.JobActionInput) -> ActionResult:
+        return await self._step(ActionStep.CANCEL, inp, self.client.cancel(inp.workload.job_id))
+
+    @activity.defn(name=c.DRAIN_NODE)
+    async def drain_node(self, inp: c.JobActionInput) -> ActionResult:
+        results = [await self.client.drain(node, inp.reason or "trainguard") for node in inp.nodes]
+        performed = any(r.performed for r in results)
+        return ActionResult(step=ActionStep.DRAIN, performed=performed, detail="; ".join(r.detail for r in results),
+                            confirmed_at=time.time())
+
+    async def _step(self, step: ActionStep, inp: c.JobActionInput, action: object) -> ActionResult:
+        try:
+            result: ActionResult = await action  # type: ignore[misc]
+            job = await self.client.job(inp.workload.job_id)
+        except CommandError as err:
+            raise _app_error(err) from None
+        except ValueError as err:  # invalid job id / node name: never retry
+            raise ApplicationError(str(err)[:500], type="InvalidInput", non_retryable=True) from None
+        log.info("%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail)
+        return result.model_copy(
+            update={
+                "confirmed_at": time.time(),
+                "job_state": job.state if job else "",
+                "held": bool(job and job.held),
+                "restart_count": job.restart_count if job else 0,
+            }
+        )
+
+
+def _app_error(err: CommandError) -> ApplicationError:
+    kind = "SlurmUnavailable" if err.retryable else "SlurmRefused"
+    return ApplicationError(str(err)[:1000], type=kind, non_retryable=not err.retryable)
+
+

@@ -1,0 +1,105 @@
+"""Control-plane activities (task queue trainguard-control): attribution, audit, mode propagation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from trainguard import contracts as c
+from trainguard import telemetry
+from trainguard.attribution.external import ExternalRequest, external_attribution
+from trainguard.attribution.rules import attribute
+from trainguard.audit.store import AuditStore
+from trainguard.models import AuditEventIn, EventType, Verdict
+from trainguard.settings import AttributionSettings
+from workflows.search_attributes import CLUSTER
+
+log = logging.getLogger(__name__)
+
+
+class ControlActivities:
+    def __init__(self, store: AuditStore, temporal: Client, attribution: AttributionSettings) -> None:
+        self.store = store
+        self.temporal = temporal
+        self.attribution = attribution
+
+    @activity.defn(name=c.ATTRIBUTE)
+    async def attribute(self, inp: c.AttributeInput) -> Verdict:
+        verdict = attribute(inp.findings, inp.job)
+        if self.attribution.external_url:
+            request = ExternalRequest.from_findings(inp.workload, inp.findings, inp.job, verdict)
+            external = await external_attribution(
+                self.attribution.external_url,
+                request,
+                timeout_s=self.attribution.external_timeout_s,
+                token=self.attribution.external_token,
+            )
+            if external is not None:
+                verdict = external
+        return verdict
+
+    @activity.defn(name=c.RECORD_EVENTS)
+    async def record_events(self, inp: c.RecordEventsInput) -> int:
+        inserted = await asyncio.to_thread(self._record_events_sync, inp)
+        return inserted
+
+    def _record_events_sync(self, inp: c.RecordEventsInput) -> int:
+        try:
+            inserted = 0
+            for event in inp.events:
+                if self.store.record(event):
+                    inserted += 1
+                    _observe(event)
+            if inp.status is not None:
+                self.store.upsert_workload(inp.status)
+            return inserted
+        except Exception as err:  # the DB is down or refusing: retry (the workflow's policy backs off)
+            raise ApplicationError(f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable") from None
+
+    @activity.defn(name=c.RECORD_ADVICE)
+    async def record_advice(self, inp: c.RecordAdviceInput) -> bool:
+        def _sync() -> bool:
+            try:
+                return self.store.record_advice(inp.workload, inp.advice, ts=inp.ts)
+            except Exception as err:
+                raise ApplicationError(f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable") from None
+
+        return await asyncio.to_thread(_sync)
+
+    @activity.defn(name=c.PROPAGATE_CLUSTER_MODE)
+    async def propagate_cluster_mode(self, inp: c.PropagateModeInput) -> int:
+        query = f"{CLUSTER.name} = '{_quote(inp.cluster)}' AND ExecutionStatus = 'Running' AND WorkflowType = 'JobRecovery'"
+        count = 0
+        async for wf in self.temporal.list_workflows(query):
+            await self.temporal.get_workflow_handle(wf.id).signal("set_cluster_mode", inp.change)
+            count += 1
+            activity.heartbeat(count)
+        log.info("cluster %s mode %s propagated to %d workloads", inp.cluster, inp.change.mode.value, count)
+        return count
+
+
+def _quote(value: str) -> str:
+    if not all(ch.isalnum() or ch in "-_." for ch in value):
+        raise ApplicationError("invalid cluster name", type="InvalidInput", non_retryable=True)
+    return value
+
+
+def _observe(event: AuditEventIn) -> None:
+    """Feed TrainGuard's own Prometheus metrics from the audit events as they are first stored."""
+    data = event.data
+    if event.event_type == EventType.DETECTION and isinstance(data.get("detection_latency_s"), int | float):
+        telemetry.observe_detection_latency(float(data["detection_latency_s"] or 0.0), event.category)
+    elif event.event_type == EventType.TRAINING_RESUMED and isinstance(data.get("time_to_productive_s"), int | float):
+        telemetry.observe_time_to_productive(float(data["time_to_productive_s"] or 0.0))
+    elif event.event_type == EventType.ACTION and isinstance(data.get("action_latency_s"), int | float):
+        telemetry.observe_action_latency(float(data["action_latency_s"] or 0.0), "recovery")
+    elif event.event_type == EventType.WATCHDOG_FIRED:
+        telemetry.count_watchdog()
+    elif event.event_type == EventType.COMPLETED:
+        telemetry.count_recovery("completed")
+    elif event.event_type == EventType.STOPPED:
+        telemetry.count_recovery("stopped")

@@ -1,0 +1,199 @@
+"""watch_job: follow one workload until something matters, inside one heartbeating activity.
+
+The loop polls the shared scheduler snapshot and tails the job's log from a byte cursor; the cursor and
+progress summary live in heartbeat details, so a retried attempt resumes where the last one stopped.
+It returns an Observation (compact findings, never raw log text) as soon as something matters, or after
+a bounded slice so the workflow can continue-as-new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from temporalio import activity
+
+from activities.snapshot_cache import SnapshotCache
+from trainguard import contracts as c
+from trainguard.detection.analyzer import LogAnalyzer
+from trainguard.detection.scheduler import scheduler_findings
+from trainguard.identity import matches_workload
+from trainguard.logsources.base import LogSource
+from trainguard.models import (
+    Finding,
+    JobSnapshot,
+    LogCursor,
+    Observation,
+    ObservationKind,
+    ProgressState,
+)
+from trainguard.slurm.client import SlurmClient
+
+log = logging.getLogger(__name__)
+
+FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+            "BOOT_FAIL", "DEADLINE"}
+SourceFactory = Callable[[JobSnapshot, str], LogSource]
+
+
+@dataclass
+class _Progress:
+    """Mutable per-attempt state of one watch activity run."""
+
+    cursor: LogCursor
+    findings: list[Finding] = field(default_factory=list)
+    first_signal_at: float | None = None
+    settle_until: float | None = None
+
+
+class JobWatcher:
+    def __init__(
+        self,
+        client: SlurmClient,
+        cache: SnapshotCache,
+        sources: SourceFactory,
+        *,
+        max_read_bytes: int = 4 * 1024 * 1024,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.sources = sources
+        self.max_read_bytes = max_read_bytes
+        self.clock = clock
+
+    async def find_job(self, inp: c.WatchInput) -> JobSnapshot | None:
+        known = inp.last_job.restart_count if inp.last_job else inp.phase.attempt_restarts
+        for job in self.cache.jobs(inp.workload.job_id):
+            if matches_workload(inp.workload, job, known):
+                return job
+        # Not in the shared snapshot (just submitted, or aged out): ask Slurm about this one job.
+        job = await self.client.job(inp.workload.job_id)
+        if job is not None and matches_workload(inp.workload, job, known):
+            return job
+        return None
+
+    async def watch(self, inp: c.WatchInput, heartbeat: Callable[..., None]) -> c.WatchResult:
+        details = _resume_details()
+        cursor = details.cursor if details else inp.cursor
+        progress = details.progress if details else inp.progress
+        stdout_path = (details.stdout_path if details else "") or inp.stdout_path
+        analyzer: LogAnalyzer | None = None
+        state = _Progress(cursor=cursor)
+        prev = inp.last_job
+        deadline = self.clock() + inp.slice_s
+        phase = inp.phase
+
+        def result(kind: ObservationKind, job: JobSnapshot | None) -> c.WatchResult:
+            prog = analyzer.progress if analyzer is not None else progress
+            return c.WatchResult(
+                observation=Observation(
+                    kind=kind,
+                    job=job,
+                    findings=tuple(state.findings),
+                    progress=prog,
+                    log_offset=state.cursor.offset,
+                    observed_at=self.clock(),
+                    first_signal_at=state.first_signal_at,
+                ),
+                cursor=state.cursor,
+                stdout_path=stdout_path,
+            )
+
+        while True:
+            await self.cache.get()
+            now = self.clock()
+            job = await self.find_job(inp)
+            if job is None:
+                return result(ObservationKind.GONE, prev)
+            if not stdout_path:
+                full = await self.client.job(job.job_id)
+                stdout_path = (full.stdout_path if full else "") or job.stdout_path
+            if analyzer is None:
+                nodes = job.nodes
+                analyzer = LogAnalyzer(
+                    progress, node_of_rank=lambda r, n=nodes: n[r] if 0 <= r < len(n) else None
+                )
+            progress_before = analyzer.progress_lines
+            if stdout_path:
+                source = self.sources(job, stdout_path)
+                chunk = await source.read(state.cursor, self.max_read_bytes)
+                state.cursor = chunk.cursor
+                if chunk.data:
+                    found = analyzer.feed(chunk.data, now=now, base_offset=chunk.cursor.offset - len(chunk.data))
+                    if not phase.failure_handled:
+                        self._collect(state, found, now, inp.settle_s)
+            if not phase.failure_handled and job.state == "RUNNING":
+                hang = analyzer.check_hang(now)
+                if hang is not None:
+                    self._collect(state, [hang], now, 0.0)
+            if not phase.failure_handled:
+                sched = scheduler_findings(job, self.cache.nodes, prev)
+                self._collect(state, [f for f in sched if f.fatal], now, 0.0)
+
+            new_progress = analyzer.progress_lines > progress_before
+            if state.settle_until is not None and (now >= state.settle_until or job.state in FINISHED):
+                fatal = any(f.fatal for f in state.findings)
+                return result(ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER, job)
+            if state.settle_until is None:
+                if job.state == "COMPLETED" and job.restart_count >= phase.attempt_restarts:
+                    return result(ObservationKind.COMPLETED, job)
+                if phase.awaiting_progress and new_progress and job.state == "RUNNING":
+                    return result(ObservationKind.PROGRESS, job)
+                if prev is not None and _changed(prev, job):
+                    return result(ObservationKind.STATE_CHANGE, job)
+                if prev is None and (job.restart_count > phase.attempt_restarts or job.state in FINISHED):
+                    return result(ObservationKind.STATE_CHANGE, job)
+                if now >= deadline:
+                    return result(ObservationKind.SLICE_END, job)
+            prev = job
+            heartbeat(
+                c.WatchResult(
+                    observation=Observation(kind=ObservationKind.SLICE_END, progress=analyzer.progress),
+                    cursor=state.cursor,
+                    stdout_path=stdout_path,
+                )
+            )
+            await asyncio.sleep(inp.poll_interval_s)
+
+    @staticmethod
+    def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:
+        relevant = [f for f in found if f.fatal or f.category.value == "straggler"]
+        if not relevant:
+            return
+        if state.first_signal_at is None:
+            state.first_signal_at = now
+            state.settle_until = now + settle_s
+        # bounded: the findings enter workflow history
+        room = 50 - len(state.findings)
+        if room > 0:
+            state.findings.extend(relevant[:room])
+
+
+def _changed(prev: JobSnapshot, job: JobSnapshot) -> bool:
+    return (prev.state, prev.restart_count, prev.held) != (job.state, job.restart_count, job.held)
+
+
+@dataclass(frozen=True)
+class _Details:
+    cursor: LogCursor
+    progress: ProgressState
+    stdout_path: str
+
+
+def _resume_details() -> _Details | None:
+    try:
+        info = activity.info()
+    except RuntimeError:
+        return None
+    if not info.heartbeat_details:
+        return None
+    try:
+        raw = c.WatchResult.model_validate(info.heartbeat_details[0])
+    except ValueError:  # details from an older worker version: start from the workflow's cursor
+        log.warning("ignoring undecodable heartbeat details for %s", info.workflow_id)
+        return None
+    return _Details(cursor=raw.cursor, progress=raw.observation.progress, stdout_path=raw.stdout_path)

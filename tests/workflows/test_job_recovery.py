@@ -1,0 +1,157 @@
+"""JobRecovery on the time-skipping server with scripted activities: ordering, modes, watchdog, replay."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from temporalio.client import WorkflowHistory
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+from tests.workflows.fakes import APP, XID, FakeActivities, job, obs
+from trainguard import contracts as c
+from trainguard.models import EventType, Mode, ModeChange, ObservationKind, OptIn, WorkloadId, WorkloadState
+from trainguard.policy import PolicyConfig
+from workflows.job_recovery import JobRecoveryWorkflow
+
+K = ObservationKind
+
+
+def make_input(queue: str, *, mode: Mode, acknowledged: bool = True, decision_timeout_s: float = 60.0) -> c.JobRecoveryInput:
+    return c.JobRecoveryInput(
+        workload=WorkloadId(cluster="lab", job_id="42", submit_time=1000),
+        opt_in=OptIn(environment="test", mode=mode),
+        cluster_mode=mode,
+        config=c.RecoveryConfig(
+            cluster_queue=queue,
+            control_queue=queue,
+            acknowledged=acknowledged,
+            decision_timeout_s=decision_timeout_s,
+            policy=PolicyConfig(),
+            search_attributes=False,
+        ),
+    )
+
+
+async def run(env: WorkflowEnvironment, fakes: FakeActivities, inp: c.JobRecoveryInput) -> tuple[object, WorkflowHistory]:
+    queue = inp.config.cluster_queue
+    async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
+        handle = await env.client.start_workflow(
+            JobRecoveryWorkflow.run, inp, id=f"wf-{uuid.uuid4()}", task_queue=queue
+        )
+        result = await handle.result()
+        history = await handle.fetch_history()
+    return result, history
+
+
+async def test_action_mode_requeues_excluding_the_failed_node_in_order(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(
+        script=[
+            obs(K.FAILURE, job("FAILED"), XID),
+            obs(K.STATE_CHANGE, job("RUNNING", restarts=1, nodes=("node1", "node3"))),
+            obs(K.PROGRESS, job("RUNNING", restarts=1, nodes=("node1", "node3")), iteration=120),
+            obs(K.COMPLETED, job("COMPLETED", restarts=1)),
+        ]
+    )
+    status, history = await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert status.state == WorkloadState.COMPLETED  # type: ignore[attr-defined]
+    assert status.excluded_nodes == ("node2",)  # type: ignore[attr-defined]
+    # containment hold is advised before it runs; the recovery advice before its steps
+    calls = fakes.calls
+    assert calls.index("advice:hold") < calls.index("requeue_hold") < calls.index("advice:requeue")
+    assert calls.index("advice:requeue") < calls.index("exclude") < calls.index("release")
+    assert fakes.scheduler_calls == ["requeue_hold", "exclude", "release"]
+    assert fakes.action_inputs["exclude"][0].nodes == ("node2",)
+    order = [e for e in fakes.events if e in {
+        EventType.DETECTION, EventType.ACTION, EventType.ALLOCATION_RESTARTED,
+        EventType.TRAINING_RESUMED, EventType.COMPLETED}]
+    assert order.index(EventType.DETECTION) < order.index(EventType.ACTION)
+    assert order.index(EventType.ACTION) < order.index(EventType.ALLOCATION_RESTARTED)
+    assert order.index(EventType.ALLOCATION_RESTARTED) < order.index(EventType.TRAINING_RESUMED)
+    assert order[-1] == EventType.COMPLETED
+    # the second attempt is watched with the new restart count
+    assert fakes.watch_inputs[-1].phase.attempt_restarts == 1
+    await Replayer(workflows=[JobRecoveryWorkflow], data_converter=env.client.data_converter).replay_workflow(history)
+
+
+async def test_observe_mode_never_touches_the_scheduler(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(script=[obs(K.FAILURE, job("FAILED"), XID), obs(K.GONE, job("FAILED"))])
+    status, _ = await run(env, fakes, make_input(queue, mode=Mode.OBSERVE))
+    assert fakes.scheduler_calls == []
+    assert len(fakes.advice) == 1
+    advice = fakes.advice[0].advice
+    assert advice.execute is False and advice.mode == Mode.OBSERVE
+    assert advice.exclude_nodes == ("node2",)  # the recommendation is still published
+    assert status.state == WorkloadState.GONE  # type: ignore[attr-defined]
+
+
+async def test_action_mode_without_acknowledgement_only_advises(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(script=[obs(K.FAILURE, job("FAILED"), XID), obs(K.GONE, job("FAILED"))])
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION, acknowledged=False))
+    assert fakes.scheduler_calls == []
+    assert fakes.advice[0].advice.execute is False
+
+
+async def test_cascade_lines_after_handling_are_not_a_second_failure(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(
+        script=[
+            obs(K.FAILURE, job("RUNNING"), XID),
+            obs(K.STATE_CHANGE, job("PENDING", held=False)),
+            obs(K.COMPLETED, job("COMPLETED", restarts=1)),
+        ]
+    )
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert fakes.watch_inputs[1].phase.failure_handled is True
+    assert fakes.scheduler_calls.count("requeue_hold") == 1
+
+
+async def test_watchdog_releases_a_held_job_when_attribution_hangs(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(
+        script=[obs(K.FAILURE, job("RUNNING"), XID), obs(K.GONE, job("RUNNING", restarts=1))],
+        attribute_blocks=True,
+    )
+    status, _ = await run(env, fakes, make_input(queue, mode=Mode.ACTION, decision_timeout_s=3.0))
+    assert fakes.scheduler_calls == ["requeue_hold", "release"]
+    assert fakes.action_inputs["release"][0].advice_id.endswith("/watchdog")
+    assert EventType.WATCHDOG_FIRED in fakes.events
+    assert "exclude" not in fakes.calls
+
+
+async def test_same_application_error_twice_stops_retries(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(
+        script=[
+            obs(K.FAILURE, job("FAILED"), APP),
+            obs(K.STATE_CHANGE, job("RUNNING", restarts=1)),
+            obs(K.FAILURE, job("FAILED", restarts=1), APP),
+        ]
+    )
+    status, _ = await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert status.state == WorkloadState.STOPPED  # type: ignore[attr-defined]
+    assert fakes.scheduler_calls[-1] == "cancel"
+    assert fakes.advice[-1].advice.reason  # every stop explains itself
+    assert EventType.STOPPED in fakes.events
+
+
+async def test_operator_switches_mode_through_an_update(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(script=[])  # the watch never returns: the workload just runs
+    inp = make_input(queue, mode=Mode.ACTION)
+    async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
+        handle = await env.client.start_workflow(JobRecoveryWorkflow.run, inp, id=f"wf-{uuid.uuid4()}", task_queue=queue)
+        # the Java time-skipping server lacks updates: signal + query cover the same state path here
+        await handle.signal(JobRecoveryWorkflow.set_cluster_mode, ModeChange(mode=Mode.OBSERVE, who="ops"))
+        status = await handle.query(JobRecoveryWorkflow.status)
+        assert status.mode == Mode.OBSERVE
+        for _ in range(50):  # the handler only enqueues; the run loop flushes the audit row
+            if EventType.MODE_CHANGED in fakes.events:
+                break
+            await asyncio.sleep(0.1)
+        await handle.terminate()
+    assert EventType.MODE_CHANGED in fakes.events

@@ -1,0 +1,186 @@
+"""TrainGuard workers: the control-plane queue (workflows, attribution, audit) and the cluster queue
+(Slurm commands, job output files). The quick start runs both in one process; production runs the
+cluster worker beside Slurm (in-cluster) or anywhere with SSH access to the login node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from temporalio.client import Client, TLSConfig
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.cluster import ClusterActivities
+from activities.control import ControlActivities
+from activities.snapshot_cache import SnapshotCache
+from activities.watch import JobWatcher
+from trainguard import contracts as c
+from trainguard.audit.store import AuditStore
+from trainguard.logsources.base import LogSource
+from trainguard.logsources.files import FileLogSource
+from trainguard.models import JobSnapshot
+from trainguard.policy import PolicyConfig
+from trainguard.settings import Settings
+from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.runner import Runner, make_runner
+from workflows.cluster_watch import ClusterWatchWorkflow
+from workflows.job_recovery import JobRecoveryWorkflow
+
+log = logging.getLogger(__name__)
+
+WORKFLOWS = [JobRecoveryWorkflow, ClusterWatchWorkflow]
+
+
+async def connect(settings: Settings) -> Client:
+    t = settings.temporal
+    tls: TLSConfig | bool = False
+    if t.tls or t.tls_cert:
+        tls = TLSConfig(
+            client_cert=_read(t.tls_cert),
+            client_private_key=_read(t.tls_key),
+            server_root_ca_cert=_read(t.tls_ca),
+        )
+    return await Client.connect(
+        t.address,
+        namespace=t.namespace,
+        data_converter=pydantic_data_converter,
+        tls=tls,
+        api_key=t.api_key,
+    )
+
+
+def _read(path: str | None) -> bytes | None:
+    if not path:
+        return None
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def recovery_config(settings: Settings, *, search_attributes: bool = True) -> c.RecoveryConfig:
+    return c.RecoveryConfig(
+        cluster_queue=settings.cluster.task_queue,
+        control_queue=settings.temporal.control_task_queue,
+        acknowledged=settings.cluster.acknowledge_scheduler_actions,
+        watch_slice_s=settings.watch.slice_s,
+        poll_interval_s=settings.watch.poll_interval_s,
+        heartbeat_timeout_s=settings.watch.heartbeat_timeout_s,
+        watchdog_enabled=settings.watchdog.enabled,
+        decision_timeout_s=settings.watchdog.decision_timeout_s,
+        policy=PolicyConfig(**settings.policy.model_dump()),
+        search_attributes=search_attributes,
+    )
+
+
+def cluster_watch_input(settings: Settings, *, search_attributes: bool = True) -> c.ClusterWatchInput:
+    return c.ClusterWatchInput(
+        cluster=settings.cluster.name,
+        cluster_queue=settings.cluster.task_queue,
+        mode=settings.cluster.mode,
+        acknowledged=settings.cluster.acknowledge_scheduler_actions,
+        recovery=recovery_config(settings, search_attributes=search_attributes),
+        environment_pattern=settings.cluster.environment_pattern,
+    )
+
+
+async def ensure_cluster_watch(client: Client, settings: Settings, *, search_attributes: bool = True) -> None:
+    """Start the cluster's ClusterWatch workflow unless it already runs (idempotent)."""
+    await client.start_workflow(
+        ClusterWatchWorkflow.run,
+        cluster_watch_input(settings, search_attributes=search_attributes),
+        id=f"trainguard-cluster-{settings.cluster.name}",
+        task_queue=settings.temporal.control_task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+@dataclass
+class Runtime:
+    """What a running worker process holds, so tests and the quick start can shut it down cleanly."""
+
+    workers: list[Worker] = field(default_factory=list)
+    runner: Runner | None = None
+    store: AuditStore | None = None
+
+    async def shutdown(self) -> None:
+        await asyncio.gather(*(w.shutdown() for w in self.workers), return_exceptions=True)
+        if self.runner is not None:
+            await self.runner.close()
+        if self.store is not None:
+            self.store.close()
+
+
+def build_workers(
+    client: Client,
+    settings: Settings,
+    *,
+    queues: Sequence[str] = ("control", "cluster"),
+    search_attributes: bool = True,
+) -> Runtime:
+    rt = Runtime()
+    if "control" in queues:
+        rt.store = AuditStore.from_url(settings.audit.url)
+        control = ControlActivities(rt.store, client, settings.attribution)
+        rt.workers.append(
+            Worker(
+                client,
+                task_queue=settings.temporal.control_task_queue,
+                workflows=WORKFLOWS,
+                activities=[
+                    control.attribute,
+                    control.record_events,
+                    control.record_advice,
+                    control.propagate_cluster_mode,
+                ],
+                activity_executor=ThreadPoolExecutor(8),
+                max_concurrent_activities=200,
+            )
+        )
+    if "cluster" in queues:
+        rt.runner = make_runner(settings.cluster)
+        slurm = SlurmClient(rt.runner, settings.cluster.name)
+        cache = SnapshotCache(slurm.snapshot, max_age_s=settings.cluster.snapshot_interval_s)
+        runner = rt.runner
+
+        def sources(job: JobSnapshot, path: str) -> LogSource:
+            return FileLogSource(runner, path)
+
+        watcher = JobWatcher(slurm, cache, sources, max_read_bytes=settings.watch.max_read_bytes)
+        cluster = ClusterActivities(
+            settings.cluster.name, slurm, cache, watcher, client, search_attributes=search_attributes
+        )
+        rt.workers.append(
+            Worker(
+                client,
+                task_queue=settings.cluster.task_queue,
+                activities=[
+                    cluster.discover_jobs,
+                    cluster.watch_job,
+                    cluster.requeue_hold,
+                    cluster.set_excluded,
+                    cluster.release_job,
+                    cluster.cancel_job,
+                    cluster.drain_node,
+                ],
+                # Watch activities are long and mostly asleep: one slot per monitored workload.
+                max_concurrent_activities=5000,
+            )
+        )
+    return rt
+
+
+async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster_watch: bool = True) -> None:
+    client = await connect(settings)
+    rt = build_workers(client, settings, queues=queues)
+    if start_cluster_watch and "control" in queues:
+        await ensure_cluster_watch(client, settings)
+    log.info("worker running: queues=%s cluster=%s", ",".join(queues), settings.cluster.name)
+    try:
+        await asyncio.gather(*(w.run() for w in rt.workers))
+    finally:
+        await rt.shutdown()

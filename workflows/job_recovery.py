@@ -1,0 +1,529 @@
+"""JobRecovery: one long-lived workflow per monitored workload (cluster + job id + submit time).
+
+Deterministic: imports only models, contracts and the pure policy. Every I/O is an activity. Handlers only
+change state or enqueue audit events; the run loop makes every decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from trainguard import contracts as c
+    from trainguard.models import (
+        ActionKind,
+        ActionResult,
+        ActionStep,
+        Actor,
+        Advice,
+        Attribution,
+        AuditEventIn,
+        Category,
+        EventType,
+        Finding,
+        JobSnapshot,
+        Level,
+        Mode,
+        ModeChange,
+        Observation,
+        ObservationKind,
+        PauseRequest,
+        Verdict,
+        WorkloadState,
+        WorkloadStatus,
+        clip,
+    )
+    from trainguard.policy import DecisionContext, decide, effective_mode
+    from workflows.search_attributes import status_search_attributes
+
+# Audit writes must not be lost: retry until the store comes back (it may be down for minutes).
+AUDIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10))
+# Scheduler actions retry with backoff while slurmctld is unreachable; non-retryable errors stop at once.
+ACTION_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5), backoff_coefficient=2.0
+)
+WATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
+
+
+@workflow.defn(name="JobRecovery")
+class JobRecoveryWorkflow:
+    @workflow.init
+    def __init__(self, inp: c.JobRecoveryInput) -> None:
+        self.inp = inp
+        self.cfg = inp.config
+        w = inp.workload
+        carry = inp.carry or c.RecoveryCarry(
+            status=WorkloadStatus(
+                workload_key=w.key,
+                cluster=w.cluster,
+                job_id=w.job_id,
+                submit_time=w.submit_time,
+                workflow_id=w.workflow_id,
+                name=inp.name,
+                environment=inp.opt_in.environment,
+                mode=effective_mode(inp.cluster_mode, inp.opt_in.mode, None),
+            ),
+            job_mode=inp.opt_in.mode,
+            cluster_mode=inp.cluster_mode,
+        )
+        self.carry = carry
+        self.pending: list[AuditEventIn] = []
+        self.status_dirty = inp.carry is None
+        self.resume_flag = False  # set by handlers to wake the loop
+
+    # ---- handlers: change state, enqueue audit; no decisions -------------------------------------
+    @workflow.query
+    def status(self) -> WorkloadStatus:
+        return self.carry.status
+
+    @workflow.update
+    async def set_mode(self, change: ModeChange) -> WorkloadStatus:
+        self._set_carry(operator_mode=change.mode)
+        self._mode_changed(change, scope="workload")
+        return self.carry.status
+
+    @workflow.signal
+    async def set_cluster_mode(self, change: ModeChange) -> None:
+        self._set_carry(cluster_mode=change.mode)
+        self._mode_changed(change, scope="cluster")
+
+    @workflow.signal
+    async def set_paused(self, req: PauseRequest) -> None:
+        if req.paused == self.carry.status.paused:
+            return
+        self._set_status(paused=req.paused)
+        self._event(
+            EventType.MONITORING_PAUSED if req.paused else EventType.MONITORING_RESUMED,
+            actor=Actor.OPERATOR,
+            message=clip(req.reason or ("paused" if req.paused else "resumed")),
+            data={"who": clip(req.who, 200)},
+        )
+
+    # ---- main loop ----------------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: c.JobRecoveryInput) -> WorkloadStatus:
+        if inp.carry is None:
+            self._event(
+                EventType.WORKLOAD_DISCOVERED,
+                message=f"watching job {inp.workload.job_id} in {self.mode.value} mode",
+                data={"environment": clip(inp.opt_in.environment, 200), "job_mode": inp.opt_in.mode.value},
+            )
+        while True:
+            await self._flush()
+            if self.carry.status.paused:
+                await workflow.wait_condition(lambda: not self.carry.status.paused or bool(self.pending))
+                continue
+            obs = await self._watch()
+            if obs is not None:
+                await self._on_observation(obs)
+            await self._flush()
+            if self.carry.status.state in TERMINAL:
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                await self._flush()
+                return self.carry.status
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                await self._flush()
+                workflow.continue_as_new(inp.model_copy(update={"carry": self.carry}))
+
+    # ---- watching -------------------------------------------------------------------------------------
+    async def _watch(self) -> Observation | None:
+        carry = self.carry
+        handle = workflow.start_activity(
+            c.WATCH_JOB,
+            c.WatchInput(
+                workload=self.inp.workload,
+                cursor=carry.cursor,
+                progress=carry.progress,
+                phase=carry.phase,
+                stdout_path=carry.stdout_path,
+                slice_s=self.cfg.watch_slice_s,
+                poll_interval_s=self.cfg.poll_interval_s,
+                settle_s=self.cfg.settle_s,
+                last_job=carry.last_job,
+            ),
+            result_type=c.WatchResult,
+            task_queue=self.cfg.cluster_queue,
+            start_to_close_timeout=timedelta(seconds=self.cfg.watch_slice_s + 120),
+            heartbeat_timeout=timedelta(seconds=self.cfg.heartbeat_timeout_s),
+            retry_policy=WATCH_RETRY,
+        )
+        while not handle.done():
+            await workflow.wait_condition(
+                lambda: handle.done() or bool(self.pending) or self.carry.status.paused
+            )
+            await self._flush()
+            if self.carry.status.paused and not handle.done():
+                handle.cancel()
+                try:
+                    await handle
+                except (ActivityError, asyncio.CancelledError):
+                    pass
+                return None
+        result = await handle
+        self._set_carry(cursor=result.cursor, stdout_path=result.stdout_path or carry.stdout_path)
+        obs = result.observation
+        self._set_carry(progress=obs.progress, last_job=obs.job or self.carry.last_job)
+        if obs.progress.last_iteration is not None:
+            self._set_status(last_iteration=obs.progress.last_iteration)
+        return obs
+
+    async def _on_observation(self, obs: Observation) -> None:
+        kind = obs.kind
+        job = obs.job
+        phase = self.carry.phase
+        if kind == ObservationKind.COMPLETED:
+            self._event(EventType.COMPLETED, message="training completed", data=self._job_data(job))
+            self._set_status(state=WorkloadState.COMPLETED)
+        elif kind == ObservationKind.GONE:
+            self._event(EventType.STOPPED, message="Slurm no longer reports this job; monitoring ends")
+            self._set_status(state=WorkloadState.GONE)
+        elif kind == ObservationKind.STATE_CHANGE and job is not None:
+            if job.restart_count > phase.attempt_restarts and job.state == "RUNNING":
+                self._event(
+                    EventType.ALLOCATION_RESTARTED,
+                    attempt=job.restart_count,
+                    message=f"allocation restarted on {','.join(job.nodes) or '?'}",
+                    nodes=job.nodes,
+                    data=self._job_data(job),
+                )
+                self._set_carry(
+                    phase=c.Phase(
+                        attempt_restarts=job.restart_count,
+                        awaiting_progress=True,
+                        restart_requested_at=phase.restart_requested_at,
+                        fault_at=phase.fault_at or obs.observed_at,
+                    )
+                )
+                self._set_status(attempts=job.restart_count, state=WorkloadState.RECOVERING)
+            self._set_status(state=self._state_for_job(job))
+        elif kind == ObservationKind.PROGRESS:
+            data: dict[str, str | int | float | bool | None] = {"iteration": obs.progress.last_iteration}
+            if phase.fault_at is not None:
+                data["time_to_productive_s"] = round(obs.observed_at - phase.fault_at, 3)
+            self._event(
+                EventType.TRAINING_RESUMED,
+                message=f"training resumed at iteration {obs.progress.last_iteration}",
+                data=data,
+            )
+            self._set_carry(phase=c.Phase(attempt_restarts=phase.attempt_restarts))
+            self._set_status(state=WorkloadState.WATCHING)
+        elif kind in (ObservationKind.FAILURE, ObservationKind.STRAGGLER) and not phase.failure_handled:
+            await self._on_failure(obs)
+
+    # ---- failure handling -------------------------------------------------------------------------------
+    async def _on_failure(self, obs: Observation) -> None:
+        job = obs.job or self.carry.last_job
+        findings = obs.findings
+        attempt = self.carry.phase.attempt_restarts
+        top = _top_finding(findings)
+        detected_at = obs.observed_at
+        first_signal = obs.first_signal_at or detected_at
+        self._event(
+            EventType.DETECTION,
+            level=Level.ERROR if any(f.fatal for f in findings) else Level.WARNING,
+            actor=Actor.POLICY,
+            category=top.category.value if top else "",
+            attribution=top.attribution.value if top else "",
+            nodes=tuple(sorted({n for f in findings for n in f.nodes})),
+            evidence=tuple(clip(f.line) for f in findings[:10]),
+            message=f"{len(findings)} finding(s): " + ", ".join(sorted({f.pattern_id for f in findings}))[:300],
+            data={
+                "first_signal_at": first_signal,
+                "detected_at": detected_at,
+                "detection_latency_s": round(max(0.0, detected_at - first_signal), 3),
+                "job_state": job.state if job else "",
+            },
+        )
+        await self._flush()
+        fatal = any(f.fatal for f in findings)
+        acting = self.mode == Mode.ACTION and self.cfg.acknowledged
+        held = False
+        if acting and fatal and job is not None and job.requeue_allowed:
+            held = await self._contain(attempt, job)
+
+        decision = await self._decide_with_watchdog(findings, job, held)
+        if decision is None:
+            return  # watchdog released the job unchanged; keep watching this attempt's cascades out
+        verdict, advice = decision
+        self._set_status(
+            last_category=verdict.category.value,
+            last_attribution=verdict.attribution.value,
+            current_advice_id=advice.advice_id,
+        )
+        await self._record_advice(advice)
+        await self._execute(advice, held, first_signal, detected_at, job)
+
+    async def _contain(self, attempt: int, job: JobSnapshot) -> bool:
+        """Hold the job while the failure is attributed, so Slurm does not restart it onto a bad node."""
+        key = self.inp.workload.key
+        hold = Advice(
+            advice_id=f"{key}/a{attempt}/hold",
+            action=ActionKind.HOLD,
+            reason="hold the job (requeue-hold) while the failure is attributed",
+            verdict=Verdict(
+                category=Category.HEALTHY, attribution=Attribution.NONE, fatal=True, summary="pending"
+            ),
+            mode=self.mode,
+            execute=True,
+            attempt=attempt,
+        )
+        await self._record_advice(hold)
+        result = await self._action(c.REQUEUE_HOLD, hold.advice_id, attempt)
+        if result is None or not result.held:
+            return False
+        self._set_status(state=WorkloadState.HELD)
+        return True
+
+    async def _decide_with_watchdog(
+        self, findings: tuple[Finding, ...], job: JobSnapshot | None, held: bool
+    ) -> tuple[Verdict, Advice] | None:
+        try:
+            if self.cfg.watchdog_enabled:
+                return await asyncio.wait_for(self._decide(findings, job), self.cfg.decision_timeout_s)
+            return await self._decide(findings, job)
+        except (TimeoutError, asyncio.TimeoutError, ActivityError) as err:
+            why = "timed out" if not isinstance(err, ActivityError) else f"failed: {clip(str(err.cause), 200)}"
+            await self._watchdog_release(held, f"attribution/decision {why}")
+            return None
+
+    async def _decide(self, findings: tuple[Finding, ...], job: JobSnapshot | None) -> tuple[Verdict, Advice]:
+        verdict = await workflow.execute_activity(
+            c.ATTRIBUTE,
+            c.AttributeInput(workload=self.inp.workload, findings=findings, job=job),
+            result_type=Verdict,
+            task_queue=self.cfg.control_queue,
+            start_to_close_timeout=timedelta(seconds=self.cfg.decision_timeout_s),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
+        ctx = DecisionContext(
+            workload_key=self.inp.workload.key,
+            mode=self.mode,
+            acknowledged=self.cfg.acknowledged,
+            now=workflow.time(),
+            job=job,
+            usable_nodes=(),
+            checkpoint_iteration=self.carry.progress.last_checkpoint_iteration,
+            progress=self.carry.progress,
+        )
+        advice, new_state = decide(self.carry.policy_state, verdict, ctx, self.cfg.policy)
+        self._set_carry(policy_state=new_state)
+        return verdict, advice
+
+    async def _watchdog_release(self, held: bool, why: str) -> None:
+        attempt = self.carry.phase.attempt_restarts
+        # Fail open: undoing our own hold restores normal scheduling; its audit rows follow, retried.
+        self._event(
+            EventType.WATCHDOG_FIRED,
+            level=Level.WARNING,
+            actor=Actor.WATCHDOG,
+            message=f"{why}; {'releasing the held job unchanged' if held else 'no action taken'}",
+        )
+        if held:
+            advice_id = f"{self.inp.workload.key}/a{attempt}/watchdog"
+            await self._action(c.RELEASE_JOB, advice_id, attempt, actor=Actor.WATCHDOG, flush_now=True)
+        self._set_carry(phase=self.carry.phase.model_copy(update={"failure_handled": True}))
+        self._set_status(state=WorkloadState.WATCHING if held else WorkloadState.FAILED)
+
+    async def _execute(
+        self, advice: Advice, held: bool, first_signal: float, detected_at: float, job: JobSnapshot | None
+    ) -> None:
+        attempt = self.carry.phase.attempt_restarts
+        handled = self.carry.phase.model_copy(update={"failure_handled": True, "fault_at": first_signal})
+        if not advice.execute:
+            self._set_carry(phase=handled)
+            if held:  # a decision not to act releases our containment hold unchanged
+                await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
+            terminal = job is not None and job.state not in ("RUNNING", "PENDING", "COMPLETING")
+            state = WorkloadState.FAILED if terminal and advice.verdict.fatal else WorkloadState.WATCHING
+            if advice.action == ActionKind.WAIT:
+                state = WorkloadState.WAITING
+            self._set_status(state=state)
+            return
+        if advice.action == ActionKind.REQUEUE:
+            if not held and await self._action(c.REQUEUE_HOLD, advice.advice_id, attempt) is None:
+                return
+            self._set_status(state=WorkloadState.RECOVERING, excluded_nodes=advice.exclude_nodes)
+            if advice.exclude_nodes:
+                await self._action(c.SET_EXCLUDED, advice.advice_id, attempt, nodes=advice.exclude_nodes)
+            released = await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
+            now = workflow.time()
+            self._set_carry(phase=handled.model_copy(update={"restart_requested_at": now}))
+            if released is not None:
+                self._event(
+                    EventType.ACTION,
+                    actor=advice.actor,
+                    action="recovery_requested",
+                    message="job requeued; waiting for the new allocation",
+                    data={"action_latency_s": round(released.confirmed_at - detected_at, 3)},
+                )
+        elif advice.action == ActionKind.CANCEL:
+            await self._action(c.CANCEL_JOB, advice.advice_id, attempt, reason=advice.reason)
+            self._event(EventType.STOPPED, level=Level.WARNING, actor=advice.actor, message=clip(advice.reason))
+            self._set_carry(phase=handled)
+            self._set_status(state=WorkloadState.STOPPED)
+        elif advice.action == ActionKind.WAIT:
+            self._set_carry(phase=handled)
+            self._set_status(state=WorkloadState.WAITING)
+        else:
+            if held:
+                await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
+            self._set_carry(phase=handled if advice.verdict.fatal else self.carry.phase)
+            self._set_status(state=WorkloadState.WATCHING)
+
+    async def _action(
+        self,
+        name: str,
+        advice_id: str,
+        attempt: int,
+        *,
+        nodes: tuple[str, ...] = (),
+        reason: str = "",
+        actor: Actor = Actor.POLICY,
+        flush_now: bool = False,
+    ) -> ActionResult | None:
+        """Run one scheduler step (checks Slurm first, idempotent); audit its outcome."""
+        try:
+            result = await workflow.execute_activity(
+                name,
+                c.JobActionInput(
+                    workload=self.inp.workload,
+                    advice_id=advice_id,
+                    expected_restarts=attempt,
+                    nodes=nodes,
+                    reason=reason,
+                ),
+                result_type=ActionResult,
+                task_queue=self.cfg.cluster_queue,
+                schedule_to_close_timeout=timedelta(seconds=self.cfg.action_timeout_s),
+                start_to_close_timeout=timedelta(seconds=min(30.0, self.cfg.action_timeout_s)),
+                retry_policy=ACTION_RETRY,
+            )
+        except ActivityError as err:
+            self._event(
+                EventType.ACTION_FAILED,
+                level=Level.ERROR,
+                actor=actor,
+                action=name,
+                message=clip(f"{name} failed: {err.cause}"),
+                data={"advice_id": advice_id},
+                key=f"{advice_id}/{name}/failed",
+            )
+            return None
+        self._event(
+            EventType.ACTION,
+            actor=actor,
+            action=result.step.value,
+            nodes=nodes,
+            message=clip(result.detail or result.step.value),
+            data={"advice_id": advice_id, "performed": result.performed, "confirmed_at": result.confirmed_at},
+            key=f"{advice_id}/{result.step.value}",
+        )
+        if flush_now:
+            await self._flush()
+        return result
+
+    async def _record_advice(self, advice: Advice) -> None:
+        await self._flush()
+        await workflow.execute_activity(
+            c.RECORD_ADVICE,
+            c.RecordAdviceInput(workload=self.inp.workload, advice=advice, ts=workflow.time()),
+            task_queue=self.cfg.control_queue,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=AUDIT_RETRY,
+        )
+
+    # ---- state helpers ------------------------------------------------------------------------------------
+    @property
+    def mode(self) -> Mode:
+        return effective_mode(self.carry.cluster_mode, self.carry.job_mode, self.carry.operator_mode)
+
+    def _set_carry(self, **update: object) -> None:
+        self.carry = self.carry.model_copy(update=update)
+        if {"cluster_mode", "operator_mode", "job_mode"} & update.keys():
+            self._set_status(mode=self.mode)
+
+    def _set_status(self, **update: object) -> None:
+        status = self.carry.status.model_copy(update=update)
+        if status != self.carry.status:
+            self.carry = self.carry.model_copy(update={"status": status})
+            self.status_dirty = True
+
+    def _mode_changed(self, change: ModeChange, *, scope: str) -> None:
+        self._event(
+            EventType.MODE_CHANGED,
+            actor=change.actor,
+            mode=self.mode.value,
+            message=clip(f"{scope} mode set to {change.mode.value}; effective {self.mode.value}. {change.reason}"),
+            data={"who": clip(change.who, 200), "scope": scope},
+        )
+
+    def _state_for_job(self, job: JobSnapshot) -> WorkloadState:
+        current = self.carry.status.state
+        if job.held and current in (WorkloadState.WATCHING, WorkloadState.RECOVERING):
+            return WorkloadState.HELD
+        return current
+
+    def _event(
+        self,
+        event_type: EventType,
+        *,
+        key: str | None = None,
+        attempt: int | None = None,
+        **fields: object,
+    ) -> None:
+        w = self.inp.workload
+        seq = self.carry.event_seq + 1
+        self.carry = self.carry.model_copy(update={"event_seq": seq})
+        event_id = f"{w.key}/{key}" if key else f"{w.key}/e{seq}"
+        self.pending.append(
+            AuditEventIn(
+                event_id=event_id,
+                event_type=event_type,
+                workload_key=w.key,
+                cluster=w.cluster,
+                job_id=w.job_id,
+                submit_time=w.submit_time,
+                attempt=self.carry.phase.attempt_restarts if attempt is None else attempt,
+                ts=workflow.time(),
+                mode=fields.pop("mode", self.mode.value),  # type: ignore[arg-type]
+                **fields,  # type: ignore[arg-type]
+            )
+        )
+
+    async def _flush(self) -> None:
+        if not self.pending and not self.status_dirty:
+            return
+        events, self.pending = tuple(self.pending), []
+        status = self.carry.status.model_copy(update={"updated_at": workflow.time()})
+        self.status_dirty = False
+        if self.cfg.search_attributes:
+            workflow.upsert_search_attributes(status_search_attributes(status))
+        await workflow.execute_activity(
+            c.RECORD_EVENTS,
+            c.RecordEventsInput(events=events, status=status),
+            task_queue=self.cfg.control_queue,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=AUDIT_RETRY,
+        )
+
+    def _job_data(self, job: JobSnapshot | None) -> dict[str, str | int | float | bool | None]:
+        if job is None:
+            return {}
+        return {"state": job.state, "restarts": job.restart_count, "exit_code": job.exit_code}
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() > self.cfg.history_limit
+
+
+def _top_finding(findings: tuple[Finding, ...]) -> Finding | None:
+    fatal = [f for f in findings if f.fatal and not f.cascade]
+    return (fatal or [f for f in findings if f.fatal] or list(findings) or [None])[0]
+
