@@ -11,7 +11,6 @@ from temporalio.exceptions import ApplicationError
 
 from trainguard import contracts as c
 from trainguard import telemetry
-from trainguard.attribution.external import ExternalRequest, external_attribution
 from trainguard.attribution.rules import attribute
 from trainguard.audit.store import AuditStore
 from trainguard.models import AuditEventIn, EventType, Verdict
@@ -31,6 +30,8 @@ class ControlActivities:
     async def attribute(self, inp: c.AttributeInput) -> Verdict:
         verdict = attribute(inp.findings, inp.job)
         if self.attribution.external_url:
+            from trainguard.attribution.external import ExternalRequest, external_attribution
+
             request = ExternalRequest.from_findings(inp.workload, inp.findings, inp.job, verdict)
             external = await external_attribution(
                 self.attribution.external_url,

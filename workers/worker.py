@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from temporalio.client import Client, TLSConfig
@@ -137,7 +136,6 @@ def build_workers(
                     control.record_advice,
                     control.propagate_cluster_mode,
                 ],
-                activity_executor=ThreadPoolExecutor(8),
                 max_concurrent_activities=200,
             )
         )

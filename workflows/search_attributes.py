@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    SearchAttributeUpdate,
+    TypedSearchAttributes,
+)
 
 from trainguard.models import WorkloadStatus
 
@@ -16,7 +21,7 @@ ALL_KEYS = (CLUSTER, JOB_ID, MODE, STATE, CATEGORY)
 """Registered as Keyword on the dev server at start and with `trainguard temporal register`."""
 
 
-def status_search_attributes(status: WorkloadStatus) -> list[SearchAttributePair[str]]:
+def status_search_attributes(status: WorkloadStatus) -> list[SearchAttributeUpdate[str]]:
     return [
         CLUSTER.value_set(status.cluster),
         JOB_ID.value_set(status.job_id),
@@ -28,5 +33,10 @@ def status_search_attributes(status: WorkloadStatus) -> list[SearchAttributePair
 
 def initial_search_attributes(cluster: str, job_id: str, mode: str) -> TypedSearchAttributes:
     return TypedSearchAttributes(
-        [CLUSTER.value_set(cluster), JOB_ID.value_set(job_id), MODE.value_set(mode), STATE.value_set("watching")]
+        [
+            SearchAttributePair(CLUSTER, cluster),
+            SearchAttributePair(JOB_ID, job_id),
+            SearchAttributePair(MODE, mode),
+            SearchAttributePair(STATE, "watching"),
+        ]
     )

