@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import JobWatcher
 from trainguard import contracts as c
+from trainguard import failpoints
 from trainguard.identity import workload_of
 from trainguard.models import ActionResult, ActionStep, JobSnapshot
 from trainguard.optin import MalformedComment, parse_opt_in
@@ -154,6 +155,7 @@ class ClusterActivities:
         except ValueError as err:  # invalid job id / node name: never retry
             raise ApplicationError(str(err)[:500], type="InvalidInput", non_retryable=True) from None
         log.info("%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail)
+        failpoints.hit(f"after_{step.value}", inp.advice_id)
         return result.model_copy(
             update={
                 "confirmed_at": time.time(),

@@ -10,6 +10,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from trainguard import contracts as c
+from trainguard import failpoints
 from trainguard import telemetry
 from trainguard.attribution.rules import attribute
 from trainguard.audit.store import AuditStore
@@ -69,7 +70,9 @@ class ControlActivities:
             except Exception as err:
                 raise ApplicationError(f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable") from None
 
-        return await asyncio.to_thread(_sync)
+        inserted = await asyncio.to_thread(_sync)
+        failpoints.hit("after_advice", inp.advice.advice_id)
+        return inserted
 
     @activity.defn(name=c.PROPAGATE_CLUSTER_MODE)
     async def propagate_cluster_mode(self, inp: c.PropagateModeInput) -> int:

@@ -1,0 +1,33 @@
+"""Failpoints: crash the worker process at a named step, for the crash-safety tests.
+
+Off unless TRAINGUARD_FAILPOINTS names the point (comma-separated). Each point fires once per key (e.g.
+per advice id) — a marker file under TRAINGUARD_FAILPOINT_DIR remembers it — so the restarted worker
+runs through. SIGKILL, not an exception: nothing gets to clean up, as in a real crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+from pathlib import Path
+
+
+def enabled(name: str) -> bool:
+    points = os.environ.get("TRAINGUARD_FAILPOINTS", "")
+    return name in {p.strip() for p in points.split(",") if p.strip()}
+
+
+def hit(name: str, key: str = "") -> None:
+    if not enabled(name):
+        return
+    marker_dir = Path(os.environ.get("TRAINGUARD_FAILPOINT_DIR", "var/failpoints"))
+    marker_dir.mkdir(parents=True, exist_ok=True)
+    marker = marker_dir / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.write(fd, key.encode()[:500])
+    os.close(fd)
+    os.kill(os.getpid(), signal.SIGKILL)
