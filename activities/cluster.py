@@ -124,12 +124,16 @@ class ClusterActivities:
     @activity.defn(name=c.REQUEUE_HOLD)
     async def requeue_hold(self, inp: c.JobActionInput) -> ActionResult:
         return await self._step(
-            ActionStep.REQUEUE_HOLD, inp, self.client.requeue_hold(inp.workload.job_id, expected_restarts=inp.expected_restarts)
+            ActionStep.REQUEUE_HOLD,
+            inp,
+            self.client.requeue_hold(inp.workload.job_id, expected_restarts=inp.expected_restarts),
         )
 
     @activity.defn(name=c.SET_EXCLUDED)
     async def set_excluded(self, inp: c.JobActionInput) -> ActionResult:
-        return await self._step(ActionStep.EXCLUDE, inp, self.client.set_excluded(inp.workload.job_id, inp.nodes))
+        return await self._step(
+            ActionStep.EXCLUDE, inp, self.client.set_excluded(inp.workload.job_id, inp.nodes)
+        )
 
     @activity.defn(name=c.RELEASE_JOB)
     async def release_job(self, inp: c.JobActionInput) -> ActionResult:
@@ -143,8 +147,12 @@ class ClusterActivities:
     async def drain_node(self, inp: c.JobActionInput) -> ActionResult:
         results = [await self.client.drain(node, inp.reason or "trainguard") for node in inp.nodes]
         performed = any(r.performed for r in results)
-        return ActionResult(step=ActionStep.DRAIN, performed=performed, detail="; ".join(r.detail for r in results),
-                            confirmed_at=time.time())
+        return ActionResult(
+            step=ActionStep.DRAIN,
+            performed=performed,
+            detail="; ".join(r.detail for r in results),
+            confirmed_at=time.time(),
+        )
 
     async def _step(self, step: ActionStep, inp: c.JobActionInput, action: object) -> ActionResult:
         try:
@@ -169,5 +177,3 @@ class ClusterActivities:
 def _app_error(err: CommandError) -> ApplicationError:
     kind = "SlurmUnavailable" if err.retryable else "SlurmRefused"
     return ApplicationError(str(err)[:1000], type=kind, non_retryable=not err.retryable)
-
-

@@ -10,8 +10,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from trainguard import contracts as c
-from trainguard import failpoints
-from trainguard import telemetry
+from trainguard import failpoints, telemetry
 from trainguard.attribution.rules import attribute
 from trainguard.audit.store import AuditStore
 from trainguard.models import AuditEventIn, EventType, Verdict
@@ -33,7 +32,13 @@ class ControlActivities:
         if self.attribution.external_url:
             from trainguard.attribution.external import ExternalRequest, external_attribution
 
-            request = ExternalRequest.from_findings(inp.workload, inp.findings, inp.job, verdict)
+            request = ExternalRequest(
+                workload_key=inp.workload.key,
+                cluster=inp.workload.cluster,
+                job=inp.job,
+                findings=inp.findings,
+                builtin=verdict,
+            )
             external = await external_attribution(
                 self.attribution.external_url,
                 request,
@@ -60,7 +65,9 @@ class ControlActivities:
                 self.store.upsert_workload(inp.status)
             return inserted
         except Exception as err:  # the DB is down or refusing: retry (the workflow's policy backs off)
-            raise ApplicationError(f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable") from None
+            raise ApplicationError(
+                f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable"
+            ) from None
 
     @activity.defn(name=c.RECORD_ADVICE)
     async def record_advice(self, inp: c.RecordAdviceInput) -> bool:
@@ -68,7 +75,9 @@ class ControlActivities:
             try:
                 return self.store.record_advice(inp.workload, inp.advice, ts=inp.ts)
             except Exception as err:
-                raise ApplicationError(f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable") from None
+                raise ApplicationError(
+                    f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable"
+                ) from None
 
         inserted = await asyncio.to_thread(_sync)
         failpoints.hit("after_advice", inp.advice.advice_id)
@@ -76,7 +85,10 @@ class ControlActivities:
 
     @activity.defn(name=c.PROPAGATE_CLUSTER_MODE)
     async def propagate_cluster_mode(self, inp: c.PropagateModeInput) -> int:
-        query = f"{CLUSTER.name} = '{_quote(inp.cluster)}' AND ExecutionStatus = 'Running' AND WorkflowType = 'JobRecovery'"
+        query = (
+            f"{CLUSTER.name} = '{_quote(inp.cluster)}' AND ExecutionStatus = 'Running'"
+            " AND WorkflowType = 'JobRecovery'"
+        )
         count = 0
         async for wf in self.temporal.list_workflows(query):
             await self.temporal.get_workflow_handle(wf.id).signal("set_cluster_mode", inp.change)
@@ -97,7 +109,9 @@ def _observe(event: AuditEventIn) -> None:
     data = event.data
     if event.event_type == EventType.DETECTION and isinstance(data.get("detection_latency_s"), int | float):
         telemetry.observe_detection_latency(float(data["detection_latency_s"] or 0.0), event.category)
-    elif event.event_type == EventType.TRAINING_RESUMED and isinstance(data.get("time_to_productive_s"), int | float):
+    elif event.event_type == EventType.TRAINING_RESUMED and isinstance(
+        data.get("time_to_productive_s"), int | float
+    ):
         telemetry.observe_time_to_productive(float(data["time_to_productive_s"] or 0.0))
     elif event.event_type == EventType.ACTION and isinstance(data.get("action_latency_s"), int | float):
         telemetry.observe_action_latency(float(data["action_latency_s"] or 0.0), "recovery")

@@ -34,8 +34,17 @@ from trainguard.slurm.client import SlurmClient
 
 log = logging.getLogger(__name__)
 
-FINISHED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-            "BOOT_FAIL", "DEADLINE"}
+FINISHED = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 
 
@@ -71,9 +80,9 @@ class JobWatcher:
             if matches_workload(inp.workload, job, known):
                 return job
         # Not in the shared snapshot (just submitted, or aged out): ask Slurm about this one job.
-        job = await self.client.job(inp.workload.job_id)
-        if job is not None and matches_workload(inp.workload, job, known):
-            return job
+        single = await self.client.job(inp.workload.job_id)
+        if single is not None and matches_workload(inp.workload, single, known):
+            return single
         return None
 
     async def watch(self, inp: c.WatchInput, heartbeat: Callable[..., None]) -> c.WatchResult:
@@ -113,17 +122,16 @@ class JobWatcher:
                 full = await self.client.job(job.job_id)
                 stdout_path = (full.stdout_path if full else "") or job.stdout_path
             if analyzer is None:
-                nodes = job.nodes
-                analyzer = LogAnalyzer(
-                    progress, node_of_rank=lambda r, n=nodes: n[r] if 0 <= r < len(n) else None
-                )
+                analyzer = LogAnalyzer(progress, node_of_rank=_rank_to_node(job.nodes))
             progress_before = analyzer.progress_lines
             if stdout_path:
                 source = self.sources(job, stdout_path)
                 chunk = await source.read(state.cursor, self.max_read_bytes)
                 state.cursor = chunk.cursor
                 if chunk.data:
-                    found = analyzer.feed(chunk.data, now=now, base_offset=chunk.cursor.offset - len(chunk.data))
+                    found = analyzer.feed(
+                        chunk.data, now=now, base_offset=chunk.cursor.offset - len(chunk.data)
+                    )
                     if not phase.failure_handled:
                         self._collect(state, found, now, inp.settle_s)
             if not phase.failure_handled and job.state == "RUNNING":
@@ -171,6 +179,15 @@ class JobWatcher:
         room = 50 - len(state.findings)
         if room > 0:
             state.findings.extend(relevant[:room])
+
+
+def _rank_to_node(nodes: tuple[str, ...]) -> Callable[[int], str | None]:
+    """One task per node (srun's default block layout for our jobs): rank r runs on the r-th node."""
+
+    def lookup(rank: int) -> str | None:
+        return nodes[rank] if 0 <= rank < len(nodes) else None
+
+    return lookup
 
 
 def _changed(prev: JobSnapshot, job: JobSnapshot) -> bool:

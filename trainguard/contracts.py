@@ -159,7 +159,6 @@ class PropagateModeInput(Frozen):
     change: ModeChange
 
 
-
 class MalformedReport(Frozen):
     """Signalled to ClusterWatch by discovery; the workflow audits it (the cluster side has no DB)."""
 

@@ -19,4 +19,8 @@ def matches_workload(workload: WorkloadId, job: JobSnapshot, known_restarts: int
         return False
     if job.submit_time == workload.submit_time:
         return True
-    return job.submit_time > workload.submit_time and job.restart_count > 0 and job.restart_count >= known_restarts
+    return (
+        job.submit_time > workload.submit_time
+        and job.restart_count > 0
+        and job.restart_count >= known_restarts
+    )

@@ -41,17 +41,32 @@ class Layout:
         return LocalSlurmCluster(self.root / "slurm", cluster="lab", nodes=4)
 
     def temporal(self) -> LocalTemporal:
-        return LocalTemporal(self.root / "temporal", port=7233, ui_port=8233, db_file=self.root / "temporal" / "temporal.db")
+        return LocalTemporal(
+            self.root / "temporal", port=7233, ui_port=8233, db_file=self.root / "temporal" / "temporal.db"
+        )
 
     def worker(self) -> BackgroundProcess:
         return BackgroundProcess(
-            "worker", self.root, [sys.executable, "-m", "trainguard", "--config", str(self.config), "worker",
-                                  "--metrics-port", "9464"], marker="trainguard",
+            "worker",
+            self.root,
+            [
+                sys.executable,
+                "-m",
+                "trainguard",
+                "--config",
+                str(self.config),
+                "worker",
+                "--metrics-port",
+                "9464",
+            ],
+            marker="trainguard",
         )
 
     def api(self) -> BackgroundProcess:
         return BackgroundProcess(
-            "api", self.root, [sys.executable, "-m", "trainguard", "--config", str(self.config), "api"],
+            "api",
+            self.root,
+            [sys.executable, "-m", "trainguard", "--config", str(self.config), "api"],
             marker="trainguard",
         )
 
@@ -61,11 +76,20 @@ def write_config(layout: Layout, cluster: LocalSlurmCluster) -> None:
         "state_dir": str(layout.root),
         "temporal": {"address": "127.0.0.1:7233"},
         # The demo acts on its own jobs; production clusters start in observe mode (the default).
-        "cluster": {"name": "lab", "mode": "action", "acknowledge_scheduler_actions": True,
-                    "slurm_env": cluster.env, "snapshot_interval_s": 1.0},
+        "cluster": {
+            "name": "lab",
+            "mode": "action",
+            "acknowledge_scheduler_actions": True,
+            "slurm_env": cluster.env,
+            "snapshot_interval_s": 1.0,
+        },
         "audit": {"url": f"sqlite:///{layout.audit_db}"},
         "watch": {"poll_interval_s": 0.5, "heartbeat_timeout_s": 30},
-        "api": {"host": "127.0.0.1", "port": 8088, "token": os.environ.get("TRAINGUARD_API_TOKEN", "demo-token")},
+        "api": {
+            "host": "127.0.0.1",
+            "port": 8088,
+            "token": os.environ.get("TRAINGUARD_API_TOKEN", "demo-token"),
+        },
     }
     layout.config.write_text(yaml.safe_dump(doc, sort_keys=False))
 
@@ -120,8 +144,13 @@ def submit_demo(layout: Layout) -> tuple[str, Path]:
         "TRAINSIM_FAULT_ONCE": str(workdir / "xid.fired"),
     }
     job_id = cluster.sbatch(
-        [f"--chdir={workdir}", "--job-name=demo-train", f"--output={workdir}/demo-%j.out", f"--comment={comment}",
-         str(REPO / "examples" / "trainsim.sbatch")],
+        [
+            f"--chdir={workdir}",
+            "--job-name=demo-train",
+            f"--output={workdir}/demo-%j.out",
+            f"--comment={comment}",
+            str(REPO / "examples" / "trainsim.sbatch"),
+        ],
         env=env,
     )
     return job_id, workdir / f"demo-{job_id}.out"
@@ -142,8 +171,11 @@ def follow(layout: Layout, job_id: str, timeout: float = 300.0) -> bool:
                     fault_at = event.ts
                 nodes = f" nodes={','.join(event.nodes)}" if event.nodes else ""
                 extra = f" [{event.action}]" if event.action else ""
-                print(f"  {time.strftime('%H:%M:%S', time.localtime(event.ts))}  {event.event_type.value:<21}"
-                      f"{extra}{nodes}  {event.message[:110]}", flush=True)
+                print(
+                    f"  {time.strftime('%H:%M:%S', time.localtime(event.ts))}  {event.event_type.value:<21}"
+                    f"{extra}{nodes}  {event.message[:110]}",
+                    flush=True,
+                )
                 if event.event_type == EventType.COMPLETED:
                     took = f" {event.ts - fault_at:.1f}s after detection" if fault_at else ""
                     print(f"\nRECOVERED: job {job_id} completed{took}.")
@@ -169,12 +201,16 @@ def run_quickstart(root: Path) -> int:
     print(f"    quick start took {time.monotonic() - t0:.0f}s from command to outcome")
     record = layout.slurm().scontrol_job(job_id)
     fields = dict(t.split("=", 1) for t in record.split() if "=" in t)
-    print(f"    Slurm says: JobState={fields.get('JobState')} Restarts={fields.get('Restarts')} "
-          f"ExcNodeList={fields.get('ExcNodeList')} NodeList={fields.get('NodeList')}")
+    print(
+        f"    Slurm says: JobState={fields.get('JobState')} Restarts={fields.get('Restarts')} "
+        f"ExcNodeList={fields.get('ExcNodeList')} NodeList={fields.get('NodeList')}"
+    )
     print("\nWhere to look:")
     wf = WorkloadId(cluster="lab", job_id=job_id, submit_time=0).workflow_id.rsplit("-", 1)[0]
-    print(f"  Temporal UI : http://127.0.0.1:8233/namespaces/default/workflows?query=TrainGuardJobId%3D%22{job_id}%22"
-          f"  (workflow id {wf}-<submit time>)")
+    print(
+        f"  Temporal UI : http://127.0.0.1:8233/namespaces/default/workflows?query=TrainGuardJobId%3D%22{job_id}%22"
+        f"  (workflow id {wf}-<submit time>)"
+    )
     print("  Console     : http://127.0.0.1:8088/")
     print(f"  Audit trail : .venv/bin/trainguard --config {layout.config} audit list --job-id {job_id}")
     print(f"  Job output  : {out}")

@@ -83,6 +83,7 @@ class WatchdogSettings(BaseModel):
     decision_timeout_s: float = Field(default=120.0, gt=0)
     mode: Mode = Mode.ACTION  # the watchdog may release a held job even when the cluster observes
     acknowledge_scheduler_actions: bool = True
+    environment_pattern: str = ".*"  # jobs whose opt-in environment matches are guarded by the watchdog
 
 
 class PolicySettings(BaseModel):
@@ -96,6 +97,15 @@ class PolicySettings(BaseModel):
     drain_enabled: bool = False
     drain_jobs_threshold: int = Field(default=2, ge=1)
     drain_window_s: float = Field(default=86400.0, gt=0)
+    # Documented in docs/policy.md; mirrored by trainguard.policy.PolicyConfig.
+    same_failure_limit: int = Field(default=2, ge=1)
+    same_failure_resets_on_checkpoint: bool = True
+    straggler_horizon_s: float = Field(default=3600.0, gt=0)
+    requeue_on_time_limit: bool = True
+    exclude_on_node_failure: bool = True
+    array_systemic_tasks: int = Field(default=3, ge=2)
+    array_systemic_nodes: int = Field(default=2, ge=1)
+    array_window_s: float = Field(default=3600.0, gt=0)
 
 
 class AttributionSettings(BaseModel):

@@ -7,6 +7,7 @@ activity in the worker), so this workflow's history grows by a few events per sl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -81,20 +82,14 @@ class ClusterWatchWorkflow:
                 heartbeat_timeout=timedelta(seconds=inp.recovery.heartbeat_timeout_s),
                 retry_policy=RETRY,
             )
-            while True:
-                await workflow.wait_condition(
-                    lambda: handle.done() or bool(self.changes) or self.stop_requested or bool(self.pending)
-                )
+            while not self._interrupted(handle):
+                await workflow.wait_condition(lambda h=handle: self._interrupted(h) or bool(self.pending))  # type: ignore[misc]
                 await self._flush()
-                if handle.done() or self.changes or self.stop_requested:
-                    break
             if not handle.done():
                 # New workloads must start in the new mode: restart discovery with it.
                 handle.cancel()
-            try:
+            with contextlib.suppress(ActivityError, asyncio.CancelledError):
                 await handle
-            except (ActivityError, asyncio.CancelledError):
-                pass
             while self.changes:
                 change = self.changes.pop(0)
                 await workflow.execute_activity(
@@ -110,6 +105,9 @@ class ClusterWatchWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.changes and not self.stop_requested:
                     workflow.continue_as_new(inp.model_copy(update={"mode": self.mode}))
+
+    def _interrupted(self, handle: workflow.ActivityHandle[c.DiscoverResult]) -> bool:
+        return handle.done() or bool(self.changes) or self.stop_requested
 
     async def _flush(self) -> None:
         if not self.pending:

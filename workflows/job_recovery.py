@@ -7,6 +7,7 @@ change state or enqueue audit events; the run loop makes every decision.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -18,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from trainguard.models import (
         ActionKind,
         ActionResult,
-        ActionStep,
         Actor,
         Advice,
         Attribution,
@@ -161,10 +161,8 @@ class JobRecoveryWorkflow:
             await self._flush()
             if self.carry.status.paused and not handle.done():
                 handle.cancel()
-                try:
+                with contextlib.suppress(ActivityError, asyncio.CancelledError):
                     await handle
-                except (ActivityError, asyncio.CancelledError):
-                    pass
                 return None
         result = await handle
         self._set_carry(cursor=result.cursor, stdout_path=result.stdout_path or carry.stdout_path)
@@ -233,7 +231,8 @@ class JobRecoveryWorkflow:
             attribution=top.attribution.value if top else "",
             nodes=tuple(sorted({n for f in findings for n in f.nodes})),
             evidence=tuple(clip(f.line) for f in findings[:10]),
-            message=f"{len(findings)} finding(s): " + ", ".join(sorted({f.pattern_id for f in findings}))[:300],
+            message=f"{len(findings)} finding(s): "
+            + ", ".join(sorted({f.pattern_id for f in findings}))[:300],
             data={
                 "first_signal_at": first_signal,
                 "detected_at": detected_at,
@@ -288,8 +287,10 @@ class JobRecoveryWorkflow:
             if self.cfg.watchdog_enabled:
                 return await asyncio.wait_for(self._decide(findings, job), self.cfg.decision_timeout_s)
             return await self._decide(findings, job)
-        except (TimeoutError, asyncio.TimeoutError, ActivityError) as err:
-            why = "timed out" if not isinstance(err, ActivityError) else f"failed: {clip(str(err.cause), 200)}"
+        except (TimeoutError, ActivityError) as err:
+            why = (
+                "timed out" if not isinstance(err, ActivityError) else f"failed: {clip(str(err.cause), 200)}"
+            )
             await self._watchdog_release(held, f"attribution/decision {why}")
             return None
 
@@ -365,7 +366,9 @@ class JobRecoveryWorkflow:
                 )
         elif advice.action == ActionKind.CANCEL:
             await self._action(c.CANCEL_JOB, advice.advice_id, attempt, reason=advice.reason)
-            self._event(EventType.STOPPED, level=Level.WARNING, actor=advice.actor, message=clip(advice.reason))
+            self._event(
+                EventType.STOPPED, level=Level.WARNING, actor=advice.actor, message=clip(advice.reason)
+            )
             self._set_carry(phase=handled)
             self._set_status(state=WorkloadState.STOPPED)
         elif advice.action == ActionKind.WAIT:
@@ -460,7 +463,9 @@ class JobRecoveryWorkflow:
             EventType.MODE_CHANGED,
             actor=change.actor,
             mode=self.mode.value,
-            message=clip(f"{scope} mode set to {change.mode.value}; effective {self.mode.value}. {change.reason}"),
+            message=clip(
+                f"{scope} mode set to {change.mode.value}; effective {self.mode.value}. {change.reason}"
+            ),
             data={"who": clip(change.who, 200), "scope": scope},
         )
 
@@ -492,8 +497,8 @@ class JobRecoveryWorkflow:
                 submit_time=w.submit_time,
                 attempt=self.carry.phase.attempt_restarts if attempt is None else attempt,
                 ts=workflow.time(),
-                mode=fields.pop("mode", self.mode.value),  # type: ignore[arg-type]
-                **fields,  # type: ignore[arg-type]
+                mode=fields.pop("mode", self.mode.value),
+                **fields,
             )
         )
 
@@ -520,10 +525,12 @@ class JobRecoveryWorkflow:
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() > self.cfg.history_limit
+        return (
+            info.is_continue_as_new_suggested() or info.get_current_history_length() > self.cfg.history_limit
+        )
 
 
 def _top_finding(findings: tuple[Finding, ...]) -> Finding | None:
-    fatal = [f for f in findings if f.fatal and not f.cascade]
-    return (fatal or [f for f in findings if f.fatal] or list(findings) or [None])[0]
-
+    ranked = [f for f in findings if f.fatal and not f.cascade] or [f for f in findings if f.fatal]
+    ranked = ranked or list(findings)
+    return ranked[0] if ranked else None

@@ -23,7 +23,9 @@ E2E_DIR = REPO / "var" / "e2e"
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[LocalSlurmCluster]:
-    cluster = LocalSlurmCluster(E2E_DIR / "slurm", cluster="e2e", nodes=4, ctld_port=16817, node_port_base=17001)
+    cluster = LocalSlurmCluster(
+        E2E_DIR / "slurm", cluster="e2e", nodes=4, ctld_port=16817, node_port_base=17001
+    )
     cluster.stop()  # leftovers of an interrupted run
     cluster.start()
     try:
@@ -48,7 +50,9 @@ async def stack(slurm_cluster: LocalSlurmCluster, temporal_server: LocalTemporal
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     audit_url = f"sqlite:///{E2E_DIR / ('audit-' + uuid.uuid4().hex[:8] + '.db')}"
-    settings = make_settings(temporal_address=temporal_server.address, cluster=slurm_cluster, audit_url=audit_url)
+    settings = make_settings(
+        temporal_address=temporal_server.address, cluster=slurm_cluster, audit_url=audit_url
+    )
     client = await connect(settings)
     runtime = build_workers(client, settings)
     tasks = [asyncio.create_task(w.run()) for w in runtime.workers]

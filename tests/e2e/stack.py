@@ -19,7 +19,14 @@ from temporalio.client import Client
 from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.models import AuditEventIn, EventType, Mode
-from trainguard.settings import AuditSettings, ClusterSettings, Settings, TemporalSettings, WatchSettings, WatchdogSettings
+from trainguard.settings import (
+    AuditSettings,
+    ClusterSettings,
+    Settings,
+    TemporalSettings,
+    WatchdogSettings,
+    WatchSettings,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH = REPO / "examples" / "trainsim.sbatch"
@@ -32,13 +39,22 @@ def free_port() -> int:
 
 
 def make_settings(
-    *, temporal_address: str, cluster: LocalSlurmCluster, audit_url: str, name: str = "e2e",
-    mode: Mode = Mode.ACTION, acknowledged: bool = True, decision_timeout_s: float = 60.0,
+    *,
+    temporal_address: str,
+    cluster: LocalSlurmCluster,
+    audit_url: str,
+    name: str = "e2e",
+    mode: Mode = Mode.ACTION,
+    acknowledged: bool = True,
+    decision_timeout_s: float = 60.0,
 ) -> Settings:
     return Settings(
         temporal=TemporalSettings(address=temporal_address, control_task_queue=f"trainguard-control-{name}"),
         cluster=ClusterSettings(
-            name=name, mode=mode, acknowledge_scheduler_actions=acknowledged, slurm_env=cluster.env,
+            name=name,
+            mode=mode,
+            acknowledge_scheduler_actions=acknowledged,
+            slurm_env=cluster.env,
             snapshot_interval_s=0.5,
         ),
         audit=AuditSettings(url=audit_url),
@@ -77,11 +93,23 @@ class Stack:
     workdir: Path
     jobs: list[SubmittedJob] = field(default_factory=list)
 
-    def submit(self, *, comment: str | None, env: dict[str, str] | None = None, name: str = "trainsim",
-               nodes: int = 2, extra: list[str] | None = None) -> SubmittedJob:
+    def submit(
+        self,
+        *,
+        comment: str | None,
+        env: dict[str, str] | None = None,
+        name: str = "trainsim",
+        nodes: int = 2,
+        extra: list[str] | None = None,
+    ) -> SubmittedJob:
         workdir = self.workdir / f"job-{len(self.jobs)}-{int(time.time() * 1000)}"
         workdir.mkdir(parents=True)
-        argv = [f"--chdir={workdir}", f"--job-name={name}", f"--nodes={nodes}", f"--output={workdir}/trainsim-%j.out"]
+        argv = [
+            f"--chdir={workdir}",
+            f"--job-name={name}",
+            f"--nodes={nodes}",
+            f"--output={workdir}/trainsim-%j.out",
+        ]
         if comment is not None:
             argv.append(f"--comment={comment}")
         argv += extra or []
@@ -103,11 +131,19 @@ class Stack:
         page = self.store.list_events(job_id=job_id, limit=1000)
         return list(page.items)
 
-    async def wait_for_event(self, job_id: str, event: EventType, timeout: float = 90.0) -> list[AuditEventIn]:
-        return await self.wait_until(lambda: event in {e.event_type for e in self.events(job_id)},
-                                     f"{event.value} for job {job_id}", timeout, job_id)
+    async def wait_for_event(
+        self, job_id: str, event: EventType, timeout: float = 90.0
+    ) -> list[AuditEventIn]:
+        return await self.wait_until(
+            lambda: event in {e.event_type for e in self.events(job_id)},
+            f"{event.value} for job {job_id}",
+            timeout,
+            job_id,
+        )
 
-    async def wait_until(self, check: Callable[[], bool], what: str, timeout: float, job_id: str) -> list[AuditEventIn]:
+    async def wait_until(
+        self, check: Callable[[], bool], what: str, timeout: float, job_id: str
+    ) -> list[AuditEventIn]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if check():
@@ -116,7 +152,9 @@ class Stack:
         trail = json.dumps([(e.event_type.value, e.message) for e in self.events(job_id)], indent=1)
         raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; audit trail:\n{trail}")
 
-    async def wait_job_state(self, job: SubmittedJob, states: set[str], timeout: float = 90.0) -> dict[str, str]:
+    async def wait_job_state(
+        self, job: SubmittedJob, states: set[str], timeout: float = 90.0
+    ) -> dict[str, str]:
         deadline = time.monotonic() + timeout
         record: dict[str, str] = {}
         while time.monotonic() < deadline:
@@ -124,4 +162,6 @@ class Stack:
             if record.get("JobState") in states:
                 return record
             await asyncio.sleep(0.5)
-        raise AssertionError(f"job {job.job_id} not in {states} after {timeout:.0f}s: {record.get('JobState')}")
+        raise AssertionError(
+            f"job {job.job_id} not in {states} after {timeout:.0f}s: {record.get('JobState')}"
+        )

@@ -58,8 +58,14 @@ async def test_action_mode_excludes_the_bad_node_and_resumes_from_checkpoint(sta
     assert resumed and int(resumed.group(1)) >= 5, out[-2000:]
 
     kinds = [e.event_type for e in stack.events(job.job_id)]
-    wanted = [EventType.DETECTION, EventType.ADVICE, EventType.ACTION, EventType.ALLOCATION_RESTARTED,
-              EventType.TRAINING_RESUMED, EventType.COMPLETED]
+    wanted = [
+        EventType.DETECTION,
+        EventType.ADVICE,
+        EventType.ACTION,
+        EventType.ALLOCATION_RESTARTED,
+        EventType.TRAINING_RESUMED,
+        EventType.COMPLETED,
+    ]
     positions = [kinds.index(k) for k in wanted]
     assert positions == sorted(positions), kinds
     actions = [e for e in stack.events(job.job_id) if e.event_type == EventType.ACTION]

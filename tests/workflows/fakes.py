@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from temporalio import activity
 
@@ -25,9 +27,17 @@ from trainguard.models import (
 )
 
 
-def job(state: str = "RUNNING", restarts: int = 0, held: bool = False, nodes: tuple[str, ...] = ("node1", "node2")) -> JobSnapshot:
+def job(
+    state: str = "RUNNING", restarts: int = 0, held: bool = False, nodes: tuple[str, ...] = ("node1", "node2")
+) -> JobSnapshot:
     return JobSnapshot(
-        job_id="42", name="demo", state=state, restart_count=restarts, held=held, nodes=nodes, submit_time=1000,
+        job_id="42",
+        name="demo",
+        state=state,
+        restart_count=restarts,
+        held=held,
+        nodes=nodes,
+        submit_time=1000,
         num_nodes=len(nodes),
     )
 
@@ -51,7 +61,9 @@ APP = Finding(
 )
 
 
-def obs(kind: ObservationKind, j: JobSnapshot | None, *findings: Finding, iteration: int | None = None) -> c.WatchResult:
+def obs(
+    kind: ObservationKind, j: JobSnapshot | None, *findings: Finding, iteration: int | None = None
+) -> c.WatchResult:
     return c.WatchResult(
         observation=Observation(
             kind=kind,
@@ -76,10 +88,16 @@ class FakeActivities:
     attribute_blocks: bool = False
     watch_inputs: list[c.WatchInput] = field(default_factory=list)
 
-    def all(self) -> list[object]:
+    def all(self) -> list[Callable[..., Any]]:
         return [
-            self.watch_job, self.attribute, self.record_events, self.record_advice,
-            self.requeue_hold, self.set_excluded, self.release_job, self.cancel_job,
+            self.watch_job,
+            self.attribute,
+            self.record_events,
+            self.record_advice,
+            self.requeue_hold,
+            self.set_excluded,
+            self.release_job,
+            self.cancel_job,
         ]
 
     @activity.defn(name=c.WATCH_JOB)
@@ -99,8 +117,13 @@ class FakeActivities:
                 await asyncio.sleep(0.5)
         top = inp.findings[0]
         return Verdict(
-            category=top.category, attribution=top.attribution, fatal=top.fatal, confidence=0.9,
-            nodes=top.nodes, evidence=(top.line,), pattern_ids=(top.pattern_id,),
+            category=top.category,
+            attribution=top.attribution,
+            fatal=top.fatal,
+            confidence=0.9,
+            nodes=top.nodes,
+            evidence=(top.line,),
+            pattern_ids=(top.pattern_id,),
         )
 
     @activity.defn(name=c.RECORD_EVENTS)

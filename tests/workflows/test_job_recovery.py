@@ -18,7 +18,9 @@ from workflows.job_recovery import JobRecoveryWorkflow
 K = ObservationKind
 
 
-def make_input(queue: str, *, mode: Mode, acknowledged: bool = True, decision_timeout_s: float = 60.0) -> c.JobRecoveryInput:
+def make_input(
+    queue: str, *, mode: Mode, acknowledged: bool = True, decision_timeout_s: float = 60.0
+) -> c.JobRecoveryInput:
     return c.JobRecoveryInput(
         workload=WorkloadId(cluster="lab", job_id="42", submit_time=1000),
         opt_in=OptIn(environment="test", mode=mode),
@@ -34,7 +36,9 @@ def make_input(queue: str, *, mode: Mode, acknowledged: bool = True, decision_ti
     )
 
 
-async def run(env: WorkflowEnvironment, fakes: FakeActivities, inp: c.JobRecoveryInput) -> tuple[object, WorkflowHistory]:
+async def run(
+    env: WorkflowEnvironment, fakes: FakeActivities, inp: c.JobRecoveryInput
+) -> tuple[object, WorkflowHistory]:
     queue = inp.config.cluster_queue
     async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
         handle = await env.client.start_workflow(
@@ -64,16 +68,27 @@ async def test_action_mode_requeues_excluding_the_failed_node_in_order(env: Work
     assert calls.index("advice:requeue") < calls.index("exclude") < calls.index("release")
     assert fakes.scheduler_calls == ["requeue_hold", "exclude", "release"]
     assert fakes.action_inputs["exclude"][0].nodes == ("node2",)
-    order = [e for e in fakes.events if e in {
-        EventType.DETECTION, EventType.ACTION, EventType.ALLOCATION_RESTARTED,
-        EventType.TRAINING_RESUMED, EventType.COMPLETED}]
+    order = [
+        e
+        for e in fakes.events
+        if e
+        in {
+            EventType.DETECTION,
+            EventType.ACTION,
+            EventType.ALLOCATION_RESTARTED,
+            EventType.TRAINING_RESUMED,
+            EventType.COMPLETED,
+        }
+    ]
     assert order.index(EventType.DETECTION) < order.index(EventType.ACTION)
     assert order.index(EventType.ACTION) < order.index(EventType.ALLOCATION_RESTARTED)
     assert order.index(EventType.ALLOCATION_RESTARTED) < order.index(EventType.TRAINING_RESUMED)
     assert order[-1] == EventType.COMPLETED
     # the second attempt is watched with the new restart count
     assert fakes.watch_inputs[-1].phase.attempt_restarts == 1
-    await Replayer(workflows=[JobRecoveryWorkflow], data_converter=env.client.data_converter).replay_workflow(history)
+    await Replayer(workflows=[JobRecoveryWorkflow], data_converter=env.client.data_converter).replay_workflow(
+        history
+    )
 
 
 async def test_observe_mode_never_touches_the_scheduler(env: WorkflowEnvironment) -> None:
@@ -116,7 +131,7 @@ async def test_watchdog_releases_a_held_job_when_attribution_hangs(env: Workflow
         script=[obs(K.FAILURE, job("RUNNING"), XID), obs(K.GONE, job("RUNNING", restarts=1))],
         attribute_blocks=True,
     )
-    status, _ = await run(env, fakes, make_input(queue, mode=Mode.ACTION, decision_timeout_s=3.0))
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION, decision_timeout_s=3.0))
     assert fakes.scheduler_calls == ["requeue_hold", "release"]
     assert fakes.action_inputs["release"][0].advice_id.endswith("/watchdog")
     assert EventType.WATCHDOG_FIRED in fakes.events
@@ -144,7 +159,9 @@ async def test_operator_switches_mode_through_an_update(env: WorkflowEnvironment
     fakes = FakeActivities(script=[])  # the watch never returns: the workload just runs
     inp = make_input(queue, mode=Mode.ACTION)
     async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
-        handle = await env.client.start_workflow(JobRecoveryWorkflow.run, inp, id=f"wf-{uuid.uuid4()}", task_queue=queue)
+        handle = await env.client.start_workflow(
+            JobRecoveryWorkflow.run, inp, id=f"wf-{uuid.uuid4()}", task_queue=queue
+        )
         # the Java time-skipping server lacks updates: signal + query cover the same state path here
         await handle.signal(JobRecoveryWorkflow.set_cluster_mode, ModeChange(mode=Mode.OBSERVE, who="ops"))
         status = await handle.query(JobRecoveryWorkflow.status)

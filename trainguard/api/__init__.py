@@ -1,0 +1,1 @@
+"""HTTP advisor API and operator console."""

@@ -1,0 +1,26 @@
+"""Durable audit trail: events, advice with reconciliation status, workload status, operator decisions."""
+
+from trainguard.audit.schemas import (
+    AdviceRecord,
+    AgreementRow,
+    AuditEventOut,
+    DesiredState,
+    Disposition,
+    EventPage,
+    OperatorDecision,
+)
+from trainguard.audit.store import AdviceNotFound, AuditStore, InvalidCursor, iter_all_events
+
+__all__ = [
+    "AdviceNotFound",
+    "AdviceRecord",
+    "AgreementRow",
+    "AuditEventOut",
+    "AuditStore",
+    "DesiredState",
+    "Disposition",
+    "EventPage",
+    "InvalidCursor",
+    "OperatorDecision",
+    "iter_all_events",
+]

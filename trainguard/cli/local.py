@@ -22,8 +22,11 @@ def register(sub: Any) -> None:
     q.set_defaults(handler=_quickstart)
     p = sub.add_parser("local", help="manage the local stack started by `quickstart`")
     lsub = p.add_subparsers(dest="local_command", metavar="ACTION", required=True)
-    for name, fn, text in (("up", _up, "start everything (no demo job)"), ("down", _down, "stop everything"),
-                           ("status", _status, "show what is running")):
+    for name, fn, text in (
+        ("up", _up, "start everything (no demo job)"),
+        ("down", _down, "stop everything"),
+        ("status", _status, "show what is running"),
+    ):
         a = lsub.add_parser(name, help=text)
         a.add_argument("--dir", default=DEFAULT_ROOT)
         a.set_defaults(handler=fn)

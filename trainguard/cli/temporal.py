@@ -56,14 +56,29 @@ def _register(args: argparse.Namespace) -> int:
     t = settings.temporal
     failed = 0
     for name, kind in SEARCH_ATTRIBUTES.items():
-        argv = [temporal_binary(), "operator", "search-attribute", "create", "--name", name, "--type", kind,
-                "--address", t.address, "--namespace", t.namespace]
+        argv = [
+            temporal_binary(),
+            "operator",
+            "search-attribute",
+            "create",
+            "--name",
+            name,
+            "--type",
+            kind,
+            "--address",
+            t.address,
+            "--namespace",
+            t.namespace,
+        ]
         if t.api_key:
             argv += ["--api-key", t.api_key]
         if t.tls or t.tls_cert:
             argv.append("--tls")
-            for flag, value in (("--tls-cert-path", t.tls_cert), ("--tls-key-path", t.tls_key),
-                                ("--tls-ca-path", t.tls_ca)):
+            for flag, value in (
+                ("--tls-cert-path", t.tls_cert),
+                ("--tls-key-path", t.tls_key),
+                ("--tls-ca-path", t.tls_ca),
+            ):
                 if value:
                     argv += [flag, value]
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,8 +12,15 @@ from pathlib import Path
 
 
 class BackgroundProcess:
-    def __init__(self, name: str, base_dir: Path, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                 marker: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        base_dir: Path,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        marker: str | None = None,
+    ) -> None:
         self.name = name
         self.base_dir = Path(base_dir)
         self.argv = list(argv)
@@ -53,18 +61,14 @@ class BackgroundProcess:
     def stop(self, timeout: float = 10.0, sig: int = signal.SIGTERM) -> None:
         pid = self.pid()
         if pid is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, sig)
-            except ProcessLookupError:
-                pass
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.pid() is not None:
                 time.sleep(0.1)
             if self.pid() is not None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         self.pid_file.unlink(missing_ok=True)
 
     def kill(self) -> None:

@@ -111,14 +111,20 @@ class LocalTemporal:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as out:
             proc = subprocess.Popen(
-                self.argv(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                self.argv(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         self.pid_file.write_text(str(proc.pid))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise TemporalStartError(f"temporal dev server exited; see {self.log_file}")
-            if port_open("127.0.0.1", self.port) and (not self.ui_port or port_open("127.0.0.1", self.ui_port)):
+            if port_open("127.0.0.1", self.port) and (
+                not self.ui_port or port_open("127.0.0.1", self.ui_port)
+            ):
                 return
             time.sleep(0.2)
         raise TemporalStartError(f"temporal dev server not ready after {timeout:.0f}s; see {self.log_file}")
