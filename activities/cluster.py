@@ -25,7 +25,7 @@ from trainguard.models import ActionResult, ActionStep, JobSnapshot
 from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.slurm.client import SlurmClient
 from trainguard.slurm.runner import CommandError
-from workflows.search_attributes import initial_search_attributes
+from workflows.search_attributes import CLUSTER, JOB_ID, initial_search_attributes
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +82,16 @@ class ClusterActivities:
         if not env_re.fullmatch(opt_in.environment):
             self._reported.add(workload.workflow_id)
             return None
-        if job.restart_count > 0 and job.job_id in self._started:
-            return None  # a requeued job whose SubmitTime moved: same workload
+        if job.restart_count > 0 and await self._known_requeued(job):
+            self._reported.add(workload.workflow_id)
+            return "already_known"
         inp_wf = c.JobRecoveryInput(
-            workload=workload, opt_in=opt_in, cluster_mode=inp.mode, config=inp.recovery, name=job.name[:200]
+            workload=workload,
+            opt_in=opt_in,
+            cluster_mode=inp.mode,
+            config=inp.recovery,
+            name=job.name[:200],
+            initial_restarts=job.restart_count,
         )
         try:
             await self.temporal.start_workflow(
@@ -106,6 +112,27 @@ class ClusterActivities:
         self._started[job.job_id] = workload.workflow_id
         self._reported.add(workload.workflow_id)
         return outcome
+
+    async def _known_requeued(self, job: JobSnapshot) -> bool:
+        """Slurm rewrites SubmitTime when it requeues a job: is this requeued job a workload we follow?
+
+        The newest workload of this job id submitted no later than this job is the same one; a job id
+        reused after a cluster reset starts again at Restarts=0 and is seen as new before that.
+        """
+        if job.job_id in self._started:
+            return True
+        if not self.search_attributes:
+            return False
+        query = (
+            f"{CLUSTER.name} = '{self.cluster}' AND {JOB_ID.name} = '{job.job_id}'"
+            " AND WorkflowType = 'JobRecovery'"
+        )
+        async for wf in self.temporal.list_workflows(query, limit=20):
+            submit = wf.id.rsplit("-", 1)[-1]
+            if submit.isdigit() and int(submit) <= job.submit_time:
+                self._started[job.job_id] = wf.id
+                return True
+        return False
 
     async def _report_malformed(self, job: JobSnapshot, why: str) -> None:
         log.warning("job %s opted in with a malformed comment: %s", job.job_id, why)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from temporalio import activity
@@ -46,6 +46,7 @@ FINISHED = {
     "DEADLINE",
 }
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
+GpuProbe = Callable[[Sequence[str]], Awaitable[list[Finding]]]
 
 
 @dataclass
@@ -67,12 +68,16 @@ class JobWatcher:
         *,
         max_read_bytes: int = 4 * 1024 * 1024,
         clock: Callable[[], float] = time.time,
+        gpu_probe: GpuProbe | None = None,
+        gpu_interval_s: float = 15.0,
     ) -> None:
         self.client = client
         self.cache = cache
         self.sources = sources
         self.max_read_bytes = max_read_bytes
         self.clock = clock
+        self.gpu_probe = gpu_probe
+        self.gpu_interval_s = gpu_interval_s
 
     async def find_job(self, inp: c.WatchInput) -> JobSnapshot | None:
         known = inp.last_job.restart_count if inp.last_job else inp.phase.attempt_restarts
@@ -95,6 +100,7 @@ class JobWatcher:
         prev = inp.last_job
         deadline = self.clock() + inp.slice_s
         phase = inp.phase
+        last_gpu_probe = 0.0
 
         def result(kind: ObservationKind, job: JobSnapshot | None) -> c.WatchResult:
             prog = analyzer.progress if analyzer is not None else progress
@@ -141,14 +147,26 @@ class JobWatcher:
             if not phase.failure_handled:
                 sched = scheduler_findings(job, self.cache.nodes, prev)
                 self._collect(state, [f for f in sched if f.fatal], now, 0.0)
+            if (
+                self.gpu_probe is not None
+                and not phase.failure_handled
+                and job.state == "RUNNING"
+                and job.nodes
+                and now - last_gpu_probe >= self.gpu_interval_s
+            ):
+                last_gpu_probe = now
+                gpu = await self.gpu_probe(job.nodes)
+                self._collect(state, [f for f in gpu if f.fatal], now, inp.settle_s)
 
             new_progress = analyzer.progress_lines > progress_before
+            if job.state == "COMPLETED" and job.restart_count >= phase.attempt_restarts:
+                # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
+                state.findings.clear()
+                return result(ObservationKind.COMPLETED, job)
             if state.settle_until is not None and (now >= state.settle_until or job.state in FINISHED):
                 fatal = any(f.fatal for f in state.findings)
                 return result(ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER, job)
             if state.settle_until is None:
-                if job.state == "COMPLETED" and job.restart_count >= phase.attempt_restarts:
-                    return result(ObservationKind.COMPLETED, job)
                 if phase.awaiting_progress and new_progress and job.state == "RUNNING":
                     return result(ObservationKind.PROGRESS, job)
                 if prev is not None and _changed(prev, job):

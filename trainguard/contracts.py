@@ -84,6 +84,7 @@ class JobRecoveryInput(Frozen):
     cluster_mode: Mode = Mode.OBSERVE
     config: RecoveryConfig
     name: str = ""
+    initial_restarts: int = 0  # Slurm's restart count when discovered (earlier attempts are not ours)
     carry: RecoveryCarry | None = None
 
 

@@ -18,6 +18,7 @@ import yaml
 
 from trainguard.audit.store import AuditStore
 from trainguard.localstack.process import BackgroundProcess
+from trainguard.localstack.prometheus import LocalPrometheus
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.temporal import LocalTemporal
 from trainguard.models import EventType, WorkloadId
@@ -43,6 +44,30 @@ class Layout:
     def temporal(self) -> LocalTemporal:
         return LocalTemporal(
             self.root / "temporal", port=7233, ui_port=8233, db_file=self.root / "temporal" / "temporal.db"
+        )
+
+    def gpusim(self) -> BackgroundProcess:
+        return BackgroundProcess(
+            "gpusim",
+            self.root,
+            [
+                sys.executable,
+                "-m",
+                "trainguard",
+                "gpusim",
+                "--port",
+                "9400",
+                "--nodes",
+                "node[1-4]",
+                "--gpus",
+                "2",
+            ],
+            marker="gpusim",
+        )
+
+    def prometheus(self) -> LocalPrometheus:
+        return LocalPrometheus(
+            self.root / "prometheus", port=9090, scrape_targets=["127.0.0.1:9400"], scrape_interval_s=2.0
         )
 
     def worker(self) -> BackgroundProcess:
@@ -102,6 +127,9 @@ def up(layout: Layout) -> None:
     write_config(layout, cluster)
     step("Temporal dev server (Web UI http://127.0.0.1:8233)")
     layout.temporal().start()
+    step("Prometheus (http://127.0.0.1:9090) scraping a simulated DCGM exporter (:9400)")
+    layout.gpusim().start()
+    layout.prometheus().start()
     step("TrainGuard worker (control + cluster queues) and API/console (http://127.0.0.1:8088)")
     layout.worker().start()
     layout.api().start()
@@ -110,6 +138,8 @@ def up(layout: Layout) -> None:
 def down(layout: Layout) -> None:
     layout.api().stop()
     layout.worker().stop()
+    layout.prometheus().stop()
+    layout.gpusim().stop()
     layout.temporal().stop()
     layout.slurm().stop()
 
@@ -120,6 +150,8 @@ def status(layout: Layout) -> dict[str, bool]:
         "temporal": layout.temporal().is_running(),
         "worker": layout.worker().pid() is not None,
         "api": layout.api().pid() is not None,
+        "prometheus": layout.prometheus().pid() is not None,
+        "gpusim": layout.gpusim().pid() is not None,
     }
 
 
@@ -211,7 +243,8 @@ def run_quickstart(root: Path) -> int:
         f"  Temporal UI : http://127.0.0.1:8233/namespaces/default/workflows?query=TrainGuardJobId%3D%22{job_id}%22"
         f"  (workflow id {wf}-<submit time>)"
     )
-    print("  Console     : http://127.0.0.1:8088/")
+    print("  Console     : http://127.0.0.1:8088/   (API token for mode switches: see quickstart.yaml)")
+    print("  Prometheus  : http://127.0.0.1:9090   (GPU health from the simulated DCGM exporter)")
     print(f"  Audit trail : .venv/bin/trainguard --config {layout.config} audit list --job-id {job_id}")
     print(f"  Job output  : {out}")
     print("  Stop all    : .venv/bin/trainguard local down")

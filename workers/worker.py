@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -18,12 +19,15 @@ from temporalio.worker import Worker
 from activities.cluster import ClusterActivities
 from activities.control import ControlActivities
 from activities.snapshot_cache import SnapshotCache
-from activities.watch import JobWatcher
+from activities.watch import JobWatcher, SourceFactory
 from trainguard import contracts as c
 from trainguard.audit.store import AuditStore
+from trainguard.gpumetrics.prometheus import gpu_findings
 from trainguard.logsources.base import LogSource
+from trainguard.logsources.factory import make_log_source
 from trainguard.logsources.files import FileLogSource
-from trainguard.models import JobSnapshot
+from trainguard.logsources.http import make_http_client
+from trainguard.models import Finding, JobSnapshot
 from trainguard.policy import PolicyConfig
 from trainguard.settings import Settings
 from trainguard.slurm.client import SlurmClient
@@ -120,7 +124,11 @@ def build_workers(
     *,
     queues: Sequence[str] = ("control", "cluster"),
     search_attributes: bool = True,
+    slurm: SlurmClient | None = None,
+    sources: SourceFactory | None = None,
 ) -> Runtime:
+    """`slurm` and `sources` replace the Slurm client and the log-source factory built from the settings
+    (the scale benchmark passes a simulated cluster); `slurm.runner` then serves the job output files."""
     rt = Runtime()
     if "control" in queues:
         rt.store = AuditStore.from_url(settings.audit.url)
@@ -140,15 +148,34 @@ def build_workers(
             )
         )
     if "cluster" in queues:
-        rt.runner = make_runner(settings.cluster)
-        slurm = SlurmClient(rt.runner, settings.cluster.name)
+        if slurm is None:
+            rt.runner = make_runner(settings.cluster)
+            slurm = SlurmClient(rt.runner, settings.cluster.name)
         cache = SnapshotCache(slurm.snapshot, max_age_s=settings.cluster.snapshot_interval_s)
-        runner = rt.runner
+        runner = slurm.runner
 
-        def sources(job: JobSnapshot, path: str) -> LogSource:
-            return FileLogSource(runner, path)
+        logs = settings.logs
+        http = make_http_client(logs) if logs.backend != "files" else None
 
-        watcher = JobWatcher(slurm, cache, sources, max_read_bytes=settings.watch.max_read_bytes)
+        def configured(job: JobSnapshot, path: str) -> LogSource:
+            if http is None:  # files: the expanded StdOut path from `scontrol show job`
+                return FileLogSource(runner, path)
+            return make_log_source(logs, runner, job, client=http)
+
+        sources = sources or configured
+
+        metrics = settings.metrics
+
+        async def gpu_probe(nodes: Sequence[str]) -> list[Finding]:
+            return await gpu_findings(metrics, nodes)
+
+        watcher = JobWatcher(
+            slurm,
+            cache,
+            sources,
+            max_read_bytes=settings.watch.max_read_bytes,
+            gpu_probe=gpu_probe if metrics.prometheus_url else None,
+        )
         cluster = ClusterActivities(
             settings.cluster.name, slurm, cache, watcher, client, search_attributes=search_attributes
         )
@@ -178,7 +205,20 @@ async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster
     if start_cluster_watch and "control" in queues:
         await ensure_cluster_watch(client, settings)
     log.info("worker running: queues=%s cluster=%s", ",".join(queues), settings.cluster.name)
+    # On SIGTERM hand running activities back to the server at once (cancelled, then retried by another
+    # worker) instead of letting them wait out their heartbeat timeout.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    running = [asyncio.create_task(w.run()) for w in rt.workers]
+    stopper = asyncio.create_task(stop.wait())
     try:
-        await asyncio.gather(*(w.run() for w in rt.workers))
+        done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
+        for task in done - {stopper}:
+            task.result()  # a worker that died on its own: surface why
     finally:
+        log.info("worker shutting down")
         await rt.shutdown()
+        stopper.cancel()
+        await asyncio.gather(*running, return_exceptions=True)

@@ -71,6 +71,7 @@ class JobRecoveryWorkflow:
             ),
             job_mode=inp.opt_in.mode,
             cluster_mode=inp.cluster_mode,
+            phase=c.Phase(attempt_restarts=inp.initial_restarts),
         )
         self.carry = carry
         self.pending: list[AuditEventIn] = []
@@ -191,7 +192,9 @@ class JobRecoveryWorkflow:
                     nodes=job.nodes,
                     data=self._job_data(job),
                 )
+                # The new attempt's rhythm starts now: startup and checkpoint loading are not a hang.
                 self._set_carry(
+                    progress=self.carry.progress.model_copy(update={"last_progress_at": None}),
                     phase=c.Phase(
                         attempt_restarts=job.restart_count,
                         awaiting_progress=True,
