@@ -24,7 +24,7 @@ E2E_DIR = REPO / "var" / "e2e"
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[LocalSlurmCluster]:
     cluster = LocalSlurmCluster(
-        E2E_DIR / "slurm", cluster="e2e", nodes=4, ctld_port=16817, node_port_base=17001
+        E2E_DIR / "slurm", cluster="e2e", nodes=4, ctld_port=18817, node_port_base=19001
     )
     cluster.stop()  # leftovers of an interrupted run
     cluster.start()
