@@ -1,0 +1,431 @@
+"""A real multi-node Slurm cluster on one host, for tests and the local quick start.
+
+munged (own socket and key), slurmctld and N slurmd daemons in multiple-slurmd mode, all under one
+base directory with their own ports, so several clusters (test suite, quick start) can coexist.
+Synchronous on purpose: this is a fixture, not service code. No shell is ever involved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import string
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "local" / "slurm.conf.in"
+
+
+class LabError(RuntimeError):
+    """The local cluster could not be started or driven; the message says what to look at."""
+
+
+# --- process helpers (also used by localstack.sshd) -------------------------------------------
+def read_pid(pid_file: Path) -> int | None:
+    try:
+        text = pid_file.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # comm may contain spaces and parentheses; fields after the last ')' are well formed.
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def is_alive(pid: int) -> bool:
+    """True for a running process; a zombie counts as dead (PID 1 here reaps slowly)."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def pid_if_running(pid_file: Path, expected_comm: str) -> int | None:
+    """The pid from `pid_file` if that process is alive and really is `expected_comm`."""
+    pid = read_pid(pid_file)
+    if pid is None or not is_alive(pid) or comm(pid) != expected_comm[:15]:
+        return None
+    return pid
+
+
+def children(pid: int) -> list[int]:
+    result: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(int(entry))
+        if fields is not None and len(fields) > 1 and fields[1] == str(pid):
+            result.append(int(entry))
+    return result
+
+
+def descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        kids = children(todo.pop())
+        found.extend(kids)
+        todo.extend(kids)
+    return found
+
+
+def signal_pids(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def wait_dead(pids: list[int], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(is_alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return not any(is_alive(p) for p in pids)
+
+
+def terminate(pid_file: Path, expected_comm: str, timeout: float = 5.0) -> bool:
+    """SIGTERM the process named in `pid_file` (only if it is `expected_comm`), SIGKILL if it lingers."""
+    pid = pid_if_running(pid_file, expected_comm)
+    if pid is None:
+        return False
+    signal_pids([pid], signal.SIGTERM)
+    if not wait_dead([pid], timeout):
+        signal_pids([pid], signal.SIGKILL)
+        wait_dead([pid], 2.0)
+    with contextlib.suppress(OSError):
+        pid_file.unlink()
+    return True
+
+
+def pids_listening_under(directory: Path) -> list[int]:
+    """Processes holding a Unix socket bound to a path inside `directory` (from /proc/net/unix)."""
+    prefix = str(directory.resolve()).rstrip("/") + "/"
+    inodes: set[str] = set()
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7].startswith(prefix):
+            inodes.add(fields[6])
+    if not inodes:
+        return []
+    targets = {f"socket:[{inode}]" for inode in inodes}
+    pids: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fd_dir = f"/proc/{entry}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"{fd_dir}/{fd}") in targets:
+                    pids.append(int(entry))
+                    break
+            except OSError:
+                continue
+    return pids
+
+
+# --- the cluster -----------------------------------------------------------------------------
+
+
+class LocalSlurmCluster:
+    """munged + slurmctld + `nodes` slurmd daemons (node1..nodeN) under `base_dir`."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        *,
+        cluster: str = "lab",
+        nodes: int = 4,
+        ctld_port: int = 16817,
+        node_port_base: int = 17001,
+        cpus_per_node: int = 2,
+        template: Path | None = None,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        if not cluster.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"invalid cluster name {cluster!r}")
+        self.base_dir = Path(base_dir).resolve()
+        self.cluster = cluster
+        self.node_names = [f"node{i}" for i in range(1, nodes + 1)]
+        self.ctld_port = ctld_port
+        self.node_port_base = node_port_base
+        self.cpus_per_node = cpus_per_node
+        self.template = template or TEMPLATE
+        self.conf = self.base_dir / "etc" / "slurm.conf"
+        self.munge_dir = self.base_dir / "munge"
+        self.munge_socket = self.munge_dir / "sock" / "munge.socket"
+        self.run_dir = self.base_dir / "run"
+        self.log_dir = self.base_dir / "log"
+        self.state_dir = self.base_dir / "state"
+        self.spool_dir = self.base_dir / "spool"
+
+    # -- environment ---------------------------------------------------------------------------
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Variables a Slurm client needs to talk to this cluster (merge over os.environ)."""
+        return {"SLURM_CONF": str(self.conf)}
+
+    def _full_env(self) -> dict[str, str]:
+        return {**os.environ, **self.env}
+
+    def _run(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
+        try:
+            proc = subprocess.run(
+                list(argv),
+                env=self._full_env(),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise LabError(f"{argv[0]} could not run: {err}") from None
+        if check and proc.returncode != 0:
+            raise LabError(f"{' '.join(argv[:3])} failed (rc={proc.returncode}): {proc.stderr.strip()[:500]}")
+        return proc.stdout
+
+    def node_spool(self, node: str) -> Path:
+        return self.spool_dir / node
+
+    def _node_pid_file(self, node: str) -> Path:
+        return self.run_dir / f"slurmd-{node}.pid"
+
+    def _check_node(self, node: str) -> None:
+        if node not in self.node_names:
+            raise ValueError(f"unknown node {node!r}; this cluster has {', '.join(self.node_names)}")
+
+    # -- configuration -------------------------------------------------------------------------
+
+    def render_config(self) -> str:
+        last_port = self.node_port_base + len(self.node_names) - 1
+        ports = (
+            str(self.node_port_base)
+            if last_port == self.node_port_base
+            else (f"{self.node_port_base}-{last_port}")
+        )
+        node_list = "node1" if len(self.node_names) == 1 else f"node[1-{len(self.node_names)}]"
+        values = {
+            "cluster": self.cluster,
+            "ctld_port": str(self.ctld_port),
+            "slurmd_port": str(self.ctld_port + 1),
+            "munge_socket": str(self.munge_socket),
+            "state_dir": str(self.state_dir),
+            "spool_dir": str(self.spool_dir),
+            "run_dir": str(self.run_dir),
+            "log_dir": str(self.log_dir),
+            "node_list": node_list,
+            "node_ports": ports,
+            "cpus": str(self.cpus_per_node),
+        }
+        return string.Template(self.template.read_text()).substitute(values)
+
+    def _prepare(self) -> None:
+        for directory in (self.conf.parent, self.run_dir, self.log_dir, self.state_dir, self.spool_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        for node in self.node_names:
+            self.node_spool(node).mkdir(exist_ok=True)
+        self.munge_dir.mkdir(parents=True, exist_ok=True)
+        self.munge_dir.chmod(0o700)
+        # munged insists its socket directory is reachable by clients, its key private.
+        self.munge_socket.parent.mkdir(exist_ok=True)
+        self.munge_socket.parent.chmod(0o755)
+        self.munge_dir.chmod(0o711)
+        self.conf.write_text(self.render_config())
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _munged_pid(self) -> int | None:
+        return pid_if_running(self.munge_dir / "munged.pid", "munged")
+
+    def _ctld_pid(self) -> int | None:
+        return pid_if_running(self.run_dir / "slurmctld.pid", "slurmctld")
+
+    def _slurmd_pid(self, node: str) -> int | None:
+        return pid_if_running(self._node_pid_file(node), "slurmd")
+
+    def is_running(self) -> bool:
+        return (
+            self._munged_pid() is not None
+            and self._ctld_pid() is not None
+            and all(self._slurmd_pid(n) is not None for n in self.node_names)
+        )
+
+    def _start_munged(self) -> None:
+        if self._munged_pid() is not None:
+            return
+        key = self.munge_dir / "munge.key"
+        if not key.exists():
+            self._run(["mungekey", "-c", "-k", str(key)])
+            key.chmod(0o600)
+        with contextlib.suppress(FileNotFoundError):
+            self.munge_socket.unlink()
+        self._run(
+            [
+                "munged",
+                f"--socket={self.munge_socket}",
+                f"--key-file={key}",
+                f"--pid-file={self.munge_dir / 'munged.pid'}",
+                f"--log-file={self.log_dir / 'munged.log'}",
+                f"--seed-file={self.munge_dir / 'munged.seed'}",
+                "--force",
+            ]
+        )
+        self._wait(lambda: self.munge_socket.exists(), 10, "munged did not create its socket")
+
+    def _start_slurmd(self, node: str) -> None:
+        if self._slurmd_pid(node) is None:
+            self._run(["slurmd", "-N", node])
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start every daemon that is not running and wait until all nodes are plain `idle`."""
+        self._prepare()
+        self._start_munged()
+        if self._ctld_pid() is None:
+            self._run(["slurmctld", "-i"])
+            self._wait(lambda: self._ctld_pid() is not None, 10, "slurmctld did not start")
+        for node in self.node_names:
+            self._start_slurmd(node)
+        self.wait_idle(timeout)
+
+    def node_states(self) -> dict[str, str]:
+        """Node name -> sinfo's compact state (`idle`, `idle*`, `down*`, `drained`, ...)."""
+        out = self._run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=10, check=False)
+        states: dict[str, str] = {}
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                states[parts[0]] = parts[1]
+        return states
+
+    def wait_idle(self, timeout: float = 30.0) -> None:
+        self._wait(
+            lambda: (s := self.node_states()) != {} and all(s.get(n) == "idle" for n in self.node_names),
+            timeout,
+            "nodes did not all become idle",
+        )
+
+    def wait_node_state(self, node: str, states: Sequence[str], timeout: float = 30.0) -> str:
+        self._check_node(node)
+        found = ""
+
+        def matches() -> bool:
+            nonlocal found
+            found = self.node_states().get(node, "")
+            return found.rstrip("*~#!%$@^-") in states or found in states
+
+        self._wait(matches, timeout, f"{node} did not reach {'/'.join(states)}")
+        return found
+
+    def _wait(self, check: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if check():
+                return
+            if time.monotonic() >= deadline:
+                raise LabError(f"{what} within {timeout:g} s (logs: {self.log_dir})")
+            time.sleep(0.1)
+
+    def active_job_ids(self) -> list[str]:
+        out = self._run(["squeue", "-h", "-o", "%A"], timeout=10, check=False)
+        return [line.strip() for line in out.splitlines() if line.strip().isdigit()]
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Cancel all jobs (so steps exit cleanly), then stop every daemon by its pid file."""
+        if self._ctld_pid() is not None:
+            jobs = self.active_job_ids()
+            if jobs:
+                self._run(["scancel", *jobs], timeout=10, check=False)
+                with contextlib.suppress(LabError):
+                    self._wait(lambda: not self.active_job_ids(), timeout, "jobs did not end")
+        for node in self.node_names:
+            terminate(self._node_pid_file(node), "slurmd")
+            # Steps that survived (e.g. of a node killed earlier) must not outlive the cluster.
+            self._kill_steps(node)
+        terminate(self.run_dir / "slurmctld.pid", "slurmctld")
+        terminate(self.munge_dir / "munged.pid", "munged")
+
+    # -- fault injection -----------------------------------------------------------------------
+
+    def _kill_steps(self, node: str) -> list[int]:
+        stepds = [p for p in pids_listening_under(self.node_spool(node)) if comm(p) == "slurmstepd"]
+        victims = [d for p in stepds for d in descendants(p)] + stepds
+        signal_pids(victims, signal.SIGKILL)
+        wait_dead(victims, 5.0)
+        return victims
+
+    def kill_node(self, node: str) -> list[int]:
+        """Simulate a node crash: SIGKILL its slurmd, its slurmstepd processes and their tasks.
+
+        Returns the pids killed. Slurm marks the node DOWN ~10-12 s later.
+        """
+        self._check_node(node)
+        victims: list[int] = []
+        pid = self._slurmd_pid(node)
+        if pid is not None:
+            signal_pids([pid], signal.SIGKILL)
+            wait_dead([pid], 5.0)
+            victims.append(pid)
+        victims.extend(self._kill_steps(node))
+        return victims
+
+    def restart_node(self, node: str, timeout: float = 30.0) -> None:
+        """Start the node's slurmd again and wait until Slurm no longer reports it as not responding."""
+        self._check_node(node)
+        self._start_slurmd(node)
+        self._wait(
+            lambda: (s := self.node_states().get(node, "")) != "" and not s.endswith("*"),
+            timeout,
+            f"{node} did not come back",
+        )
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    def sbatch(self, argv_tail: list[str], env: Mapping[str, str] | None = None) -> str:
+        """Submit with `sbatch --parsable <argv_tail>`; returns the job id."""
+        argv = ["sbatch", "--parsable", *argv_tail]
+        try:
+            proc = subprocess.run(
+                argv,
+                env={**self._full_env(), **(env or {})},
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=30,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise LabError(f"sbatch could not run: {err}") from None
+        job_id = proc.stdout.strip().split(";")[0]
+        if proc.returncode != 0 or not job_id.isdigit():
+            raise LabError(f"sbatch failed (rc={proc.returncode}): {proc.stderr.strip()[:500]}")
+        return job_id
+
+    def scontrol_job(self, job_id: str) -> str:
+        return self._run(["scontrol", "show", "job", "-d", "-o", job_id], timeout=10)

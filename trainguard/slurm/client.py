@@ -1,0 +1,294 @@
+"""Slurm operations TrainGuard needs, each checking Slurm's actual state first (idempotent).
+
+A controller that restarts mid-recovery calls the same action again; the check-before-act here
+turns a repeat into `ActionResult(performed=False)` instead of a second requeue.
+Behaviour of Slurm 22.05 that these rules rely on is recorded in deploy/local/README.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from trainguard.models import ActionResult, ActionStep, ClusterSnapshot, JobSnapshot, NodeSnapshot
+from trainguard.slurm import commands
+from trainguard.slurm.parsers import (
+    TERMINAL_STATES,
+    AmbiguousOutputError,
+    SlurmReportedError,
+    parse_scontrol_job,
+    parse_scontrol_nodes,
+    parse_sinfo_json,
+    parse_squeue_json,
+)
+from trainguard.slurm.runner import CommandError, CommandResult, Runner
+
+# stderr fragments meaning "slurmctld is (temporarily) unreachable", not "Slurm said no".
+TRANSIENT_MARKERS = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Connection refused",
+    "Connection timed out",
+    "Zero Bytes were transmitted",
+    "Slurm backup controller in standby mode",
+    "Transport endpoint is not connected",
+    "Resource temporarily unavailable",
+    "Insane message length",
+)
+UNKNOWN_JOB_MARKERS = ("Invalid job id specified",)
+NOT_PENDING_MARKERS = ("no longer pending execution", "Job is no longer pending")
+ALREADY_PENDING_MARKERS = ("Job is pending execution", "is pending execution")
+QUERY_TIMEOUT_S = 30.0
+ACTION_TIMEOUT_S = 20.0
+NEVER_REQUEUE_STATES = frozenset({"COMPLETED", "CANCELLED"})
+ACTIVE_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED", "RESIZING"})
+
+
+class JobGoneError(CommandError):
+    """Slurm no longer knows the job (never existed, or purged after MinJobAge)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(("scontrol", "show", "job", job_id), 1, "Invalid job id specified", retryable=False)
+        self.job_id = job_id
+
+
+def is_transient(stderr: str) -> bool:
+    return any(marker in stderr for marker in TRANSIENT_MARKERS)
+
+
+def raise_for(result: CommandResult) -> CommandResult:
+    """Turn a failed Slurm command into CommandError, retryable when slurmctld was unreachable."""
+    if result.returncode != 0:
+        text = result.stderr or result.stdout
+        raise CommandError(result.argv, result.returncode, text, retryable=is_transient(text))
+    return result
+
+
+def _contains(error: CommandError, markers: Sequence[str]) -> bool:
+    return any(marker in error.stderr for marker in markers)
+
+
+class SlurmClient:
+    def __init__(self, runner: Runner, cluster: str) -> None:
+        self.runner = runner
+        self.cluster = cluster
+
+    # -- queries -------------------------------------------------------------------------------
+
+    async def _query(self, argv: Sequence[str]) -> str:
+        result = await self.runner.run(argv, timeout=QUERY_TIMEOUT_S)
+        return raise_for(result).stdout
+
+    async def snapshot(self) -> ClusterSnapshot:
+        """All jobs and nodes: one `squeue --json -t all` and one `sinfo --json`, run concurrently."""
+        taken_at = time.time()
+        jobs_text, nodes_text = await asyncio.gather(
+            self._query(commands.squeue_json()), self._query(commands.sinfo_json())
+        )
+        try:
+            jobs, nodes = parse_squeue_json(jobs_text), parse_sinfo_json(nodes_text)
+        except SlurmReportedError as err:
+            raise CommandError(commands.squeue_json(), 0, str(err), retryable=True) from None
+        return ClusterSnapshot(cluster=self.cluster, taken_at=taken_at, jobs=tuple(jobs), nodes=tuple(nodes))
+
+    async def job(self, job_id: str) -> JobSnapshot | None:
+        """One job via `scontrol show job -d -o`; None when Slurm does not know it."""
+        argv = commands.scontrol_show_job(job_id)
+        result = await self.runner.run(argv, timeout=QUERY_TIMEOUT_S)
+        if result.returncode != 0 and any(m in result.stderr for m in UNKNOWN_JOB_MARKERS):
+            return None
+        raise_for(result)
+        try:
+            return parse_scontrol_job(result.stdout, job_id)
+        except AmbiguousOutputError:
+            # The job's own name/comment/paths imitate scontrol fields; JSON is unambiguous.
+            return await self._job_from_json(job_id)
+
+    async def _job_from_json(self, job_id: str) -> JobSnapshot | None:
+        # squeue --json ignores -j in 22.05, so this reads every job; only used as a fallback.
+        text = await self._query(commands.squeue_json())
+        try:
+            jobs = parse_squeue_json(text)
+        except SlurmReportedError as err:
+            raise CommandError(commands.squeue_json(), 0, str(err), retryable=True) from None
+        for job in jobs:
+            if job.job_id == job_id or (
+                job.array_job_id and f"{job.array_job_id}_{job.array_task_id}" == job_id
+            ):
+                return job
+        return None
+
+    async def _require_job(self, job_id: str) -> JobSnapshot:
+        job = await self.job(job_id)
+        if job is None:
+            raise JobGoneError(job_id)
+        return job
+
+    async def node(self, name: str) -> NodeSnapshot | None:
+        nodes = parse_scontrol_nodes(await self._query(commands.scontrol_show_nodes()))
+        return next((n for n in nodes if n.name == commands.node_name(name)), None)
+
+    async def _act(self, argv: Sequence[str]) -> None:
+        raise_for(await self.runner.run(argv, timeout=ACTION_TIMEOUT_S))
+
+    @staticmethod
+    def _done(step: ActionStep, performed: bool, detail: str, job: JobSnapshot | None = None) -> ActionResult:
+        """`job` is Slurm's record read after the step (or the one that made it unnecessary)."""
+        if job is None:
+            return ActionResult(step=step, performed=performed, detail=detail, confirmed_at=time.time())
+        return ActionResult(
+            step=step,
+            performed=performed,
+            detail=detail,
+            confirmed_at=time.time(),
+            job_state=job.state,
+            held=job.held,
+            restart_count=job.restart_count,
+        )
+
+    async def _performed(self, step: ActionStep, detail: str, job_id: str) -> ActionResult:
+        return self._done(step, True, detail, await self.job(job_id))
+
+    # -- actions -------------------------------------------------------------------------------
+
+    async def requeue_hold(self, job_id: str, *, expected_restarts: int) -> ActionResult:
+        """Requeue the attempt `expected_restarts` and keep it held; a no-op if already done.
+
+        A job whose restart count has moved past `expected_restarts` was already requeued (by us,
+        or by Slurm itself after a node failure): then it only needs holding, if still pending.
+        """
+        step = ActionStep.REQUEUE_HOLD
+        for _ in range(3):
+            job = await self._require_job(job_id)
+            if job.restart_count > expected_restarts:
+                # COMPLETING here is the requeued attempt still tearing down: it turns PENDING next.
+                if job.state in ("PENDING", "COMPLETING") and not job.held:
+                    try:
+                        await self._act(commands.scontrol_hold(job_id))
+                    except CommandError as err:
+                        if err.retryable:
+                            raise
+                        continue  # it started meanwhile: look again
+                    detail = f"already requeued (restarts={job.restart_count}); held it"
+                    return await self._performed(step, detail, job_id)
+                if job.held:
+                    return self._done(
+                        step,
+                        False,
+                        f"already requeued and held (restarts={job.restart_count}, {job.state})",
+                        job,
+                    )
+                return self._done(
+                    step,
+                    False,
+                    f"already requeued (restarts={job.restart_count}) and {job.state} again; not touched",
+                    job,
+                )
+            if job.state == "PENDING":
+                if job.held:
+                    return self._done(step, False, "job is pending and already held", job)
+                await self._act(commands.scontrol_hold(job_id))
+                return await self._performed(step, "job was pending (not running); held it", job_id)
+            if job.state in NEVER_REQUEUE_STATES:
+                # Slurm would happily revive these (observed on 22.05); a finished or cancelled job
+                # is the user's decision, not a failure to recover from.
+                raise CommandError(
+                    commands.scontrol_requeuehold(job_id),
+                    None,
+                    f"refusing to requeue a {job.state} job",
+                    retryable=False,
+                )
+            if job.state in ACTIVE_STATES or job.state in TERMINAL_STATES:
+                try:
+                    await self._act(commands.scontrol_requeuehold(job_id))
+                except CommandError as err:
+                    if err.retryable or not _contains(err, ALREADY_PENDING_MARKERS):
+                        raise
+                    continue  # Slurm requeued it itself in between: re-evaluate
+                return await self._performed(step, f"requeued and held the {job.state} job", job_id)
+            raise CommandError(
+                commands.scontrol_requeuehold(job_id),
+                None,
+                f"cannot requeue a job in state {job.state}",
+                retryable=False,
+            )
+        raise CommandError(
+            commands.scontrol_requeuehold(job_id),
+            None,
+            "job state kept changing during requeue",
+            retryable=True,
+        )
+
+    async def set_excluded(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
+        """Set ExcNodeList to exactly `nodes`. Slurm accepts this only while the job is pending."""
+        step = ActionStep.EXCLUDE
+        wanted = sorted({commands.node_name(n) for n in nodes})
+        job = await self._require_job(job_id)
+        if sorted(job.excluded_nodes) == wanted:
+            return self._done(
+                step, False, f"ExcNodeList already {commands.node_list(wanted) or '(empty)'}", job
+            )
+        try:
+            await self._act(commands.scontrol_set_excluded(job_id, wanted))
+        except CommandError as err:
+            if _contains(err, NOT_PENDING_MARKERS):
+                raise CommandError(
+                    err.argv,
+                    err.returncode,
+                    f"job {job_id} is {job.state}, not pending: Slurm changes ExcNodeList only while a job "
+                    f"is pending (requeue-hold it first). Slurm said: {err.stderr}",
+                    retryable=False,
+                ) from None
+            raise
+        after = await self._require_job(job_id)
+        if sorted(after.excluded_nodes) != wanted:
+            raise CommandError(
+                commands.scontrol_set_excluded(job_id, wanted),
+                0,
+                f"Slurm accepted ExcNodeList but reports {after.excluded_nodes}",
+                retryable=True,
+            )
+        return self._done(step, True, f"ExcNodeList={commands.node_list(wanted) or '(empty)'}", after)
+
+    async def release(self, job_id: str) -> ActionResult:
+        step = ActionStep.RELEASE
+        job = await self.job(job_id)
+        if job is None:
+            return self._done(step, False, "job is no longer known to Slurm")
+        if not job.held:
+            return self._done(step, False, f"job is not held ({job.state})", job)
+        await self._act(commands.scontrol_release(job_id))
+        return await self._performed(step, f"released the {job.state} job", job_id)
+
+    async def cancel(self, job_id: str) -> ActionResult:
+        step = ActionStep.CANCEL
+        job = await self.job(job_id)
+        if job is None:
+            return self._done(step, False, "job is no longer known to Slurm")
+        if job.state in TERMINAL_STATES:
+            return self._done(step, False, f"job already finished ({job.state})", job)
+        await self._act(commands.scancel(job_id))
+        return await self._performed(step, f"cancelled the {job.state} job", job_id)
+
+    async def drain(self, node: str, reason: str) -> ActionResult:
+        step = ActionStep.DRAIN
+        argv = commands.scontrol_drain(node, reason)  # validates before anything runs
+        current = await self.node(node)
+        if current is None:
+            raise CommandError(argv, None, f"unknown node {node!r}", retryable=False)
+        if "DRAIN" in current.flags:
+            return self._done(step, False, f"{node} already {current.state} ({current.reason})")
+        await self._act(argv)
+        return self._done(step, True, f"{node} set to drain")
+
+    async def resume_node(self, node: str) -> ActionResult:
+        step = ActionStep.RESUME
+        argv = commands.scontrol_resume(node)
+        current = await self.node(node)
+        if current is None:
+            raise CommandError(argv, None, f"unknown node {node!r}", retryable=False)
+        if "DRAIN" not in current.flags and current.state != "down":
+            return self._done(step, False, f"{node} is {current.state}; nothing to resume")
+        await self._act(argv)
+        return self._done(step, True, f"{node} resumed")
