@@ -1,0 +1,1 @@
+"""`trainguard signals check`: does the operator's telemetry give the detectors what they need?"""
