@@ -26,6 +26,7 @@ from trainguard.models import (
     Finding,
     JobSnapshot,
     LogCursor,
+    NodeSnapshot,
     Observation,
     ObservationKind,
     ProgressState,
@@ -113,6 +114,7 @@ class JobWatcher:
                     log_offset=state.cursor.offset,
                     observed_at=self.clock(),
                     first_signal_at=state.first_signal_at,
+                    usable_nodes=_usable_nodes(self.cache.nodes) if kind == ObservationKind.FAILURE else (),
                 ),
                 cursor=state.cursor,
                 stdout_path=stdout_path,
@@ -197,6 +199,17 @@ class JobWatcher:
         room = 50 - len(state.findings)
         if room > 0:
             state.findings.extend(relevant[:room])
+
+
+UNUSABLE = ("down", "drain", "fail", "not_responding", "maint", "future", "reboot")
+
+
+def _usable_nodes(nodes: dict[str, NodeSnapshot]) -> tuple[str, ...]:
+    def usable(node: NodeSnapshot) -> bool:
+        words = [node.state.lower(), *(flag.lower() for flag in node.flags)]
+        return not any(bad in word for word in words for bad in UNUSABLE)
+
+    return tuple(sorted(name for name, node in nodes.items() if usable(node)))
 
 
 def _rank_to_node(nodes: tuple[str, ...]) -> Callable[[int], str | None]:

@@ -183,6 +183,7 @@ class Observation(Frozen):
     log_offset: int = 0
     observed_at: float = 0.0
     first_signal_at: float | None = None  # when the earliest new fatal evidence appeared
+    usable_nodes: tuple[str, ...] = ()  # nodes of the job's partition that are neither down nor drained
 
 
 class Verdict(Frozen):

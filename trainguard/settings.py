@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from trainguard.models import Mode
@@ -23,7 +23,12 @@ class SettingsError(ValueError):
     pass
 
 
-class TemporalSettings(BaseModel):
+class Section(BaseModel):
+    # A typo in a nested key must fail at start, not be silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+class TemporalSettings(Section):
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
     control_task_queue: str = "trainguard-control"
@@ -34,7 +39,7 @@ class TemporalSettings(BaseModel):
     api_key: str | None = None
 
 
-class SSHSettings(BaseModel):
+class SSHSettings(Section):
     host: str = "127.0.0.1"
     port: int = 22
     user: str = "root"
@@ -45,7 +50,7 @@ class SSHSettings(BaseModel):
     slurm_env: dict[str, str] = Field(default_factory=dict)  # e.g. SLURM_CONF on the login node
 
 
-class ClusterSettings(BaseModel):
+class ClusterSettings(Section):
     name: str = "lab"
     mode: Mode = Mode.OBSERVE
     acknowledge_scheduler_actions: bool = False
@@ -67,18 +72,18 @@ class ClusterSettings(BaseModel):
         return f"trainguard-cluster-{self.name}"
 
 
-class AuditSettings(BaseModel):
+class AuditSettings(Section):
     url: str = f"sqlite:///{DEFAULT_STATE_DIR / 'audit.db'}"
 
 
-class WatchSettings(BaseModel):
+class WatchSettings(Section):
     poll_interval_s: float = Field(default=1.0, gt=0)
     slice_s: float = Field(default=300.0, gt=0)  # an idle watch activity returns after this long
     max_read_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     heartbeat_timeout_s: float = Field(default=30.0, gt=0)
 
 
-class WatchdogSettings(BaseModel):
+class WatchdogSettings(Section):
     enabled: bool = True
     decision_timeout_s: float = Field(default=120.0, gt=0)
     mode: Mode = Mode.ACTION  # the watchdog may release a held job even when the cluster observes
@@ -86,7 +91,7 @@ class WatchdogSettings(BaseModel):
     environment_pattern: str = ".*"  # jobs whose opt-in environment matches are guarded by the watchdog
 
 
-class PolicySettings(BaseModel):
+class PolicySettings(Section):
     retry_budget: int = Field(default=5, ge=0)
     max_excluded_nodes: int = Field(default=8, ge=0)
     min_nodes_left: int = Field(default=1, ge=0)
@@ -108,13 +113,13 @@ class PolicySettings(BaseModel):
     array_window_s: float = Field(default=3600.0, gt=0)
 
 
-class AttributionSettings(BaseModel):
+class AttributionSettings(Section):
     external_url: str | None = None
     external_timeout_s: float = Field(default=5.0, gt=0)
     external_token: str | None = None
 
 
-class LogSettings(BaseModel):
+class LogSettings(Section):
     backend: Literal["files", "loki", "victorialogs"] = "files"
     url: str | None = None
     tenant: str | None = None
@@ -126,7 +131,7 @@ class LogSettings(BaseModel):
     labels: dict[str, str] = Field(default_factory=lambda: {"job_id": "job_id", "filename": "filename"})
 
 
-class MetricsSettings(BaseModel):
+class MetricsSettings(Section):
     prometheus_url: str | None = None
     node_label: str = "Hostname"
     node_map: dict[str, str] = Field(default_factory=dict)  # metric label value -> Slurm node name
@@ -134,7 +139,7 @@ class MetricsSettings(BaseModel):
     timeout_s: float = Field(default=5.0, gt=0)
 
 
-class APISettings(BaseModel):
+class APISettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8088, ge=1, le=65535)
     token: str | None = None  # bearer token for mutating calls; None = mutations refused

@@ -200,7 +200,7 @@ class JobRecoveryWorkflow:
                         awaiting_progress=True,
                         restart_requested_at=phase.restart_requested_at,
                         fault_at=phase.fault_at or obs.observed_at,
-                    )
+                    ),
                 )
                 self._set_status(attempts=job.restart_count, state=WorkloadState.RECOVERING)
             self._set_status(state=self._state_for_job(job))
@@ -250,7 +250,7 @@ class JobRecoveryWorkflow:
         if acting and fatal and job is not None and job.requeue_allowed:
             held = await self._contain(attempt, job)
 
-        decision = await self._decide_with_watchdog(findings, job, held)
+        decision = await self._decide_with_watchdog(findings, job, held, obs.usable_nodes)
         if decision is None:
             return  # watchdog released the job unchanged; keep watching this attempt's cascades out
         verdict, advice = decision
@@ -284,12 +284,14 @@ class JobRecoveryWorkflow:
         return True
 
     async def _decide_with_watchdog(
-        self, findings: tuple[Finding, ...], job: JobSnapshot | None, held: bool
+        self, findings: tuple[Finding, ...], job: JobSnapshot | None, held: bool, usable: tuple[str, ...]
     ) -> tuple[Verdict, Advice] | None:
         try:
             if self.cfg.watchdog_enabled:
-                return await asyncio.wait_for(self._decide(findings, job), self.cfg.decision_timeout_s)
-            return await self._decide(findings, job)
+                return await asyncio.wait_for(
+                    self._decide(findings, job, usable), self.cfg.decision_timeout_s
+                )
+            return await self._decide(findings, job, usable)
         except (TimeoutError, ActivityError) as err:
             why = (
                 "timed out" if not isinstance(err, ActivityError) else f"failed: {clip(str(err.cause), 200)}"
@@ -297,7 +299,9 @@ class JobRecoveryWorkflow:
             await self._watchdog_release(held, f"attribution/decision {why}")
             return None
 
-    async def _decide(self, findings: tuple[Finding, ...], job: JobSnapshot | None) -> tuple[Verdict, Advice]:
+    async def _decide(
+        self, findings: tuple[Finding, ...], job: JobSnapshot | None, usable: tuple[str, ...]
+    ) -> tuple[Verdict, Advice]:
         verdict = await workflow.execute_activity(
             c.ATTRIBUTE,
             c.AttributeInput(workload=self.inp.workload, findings=findings, job=job),
@@ -312,7 +316,7 @@ class JobRecoveryWorkflow:
             acknowledged=self.cfg.acknowledged,
             now=workflow.time(),
             job=job,
-            usable_nodes=(),
+            usable_nodes=usable,
             checkpoint_iteration=self.carry.progress.last_checkpoint_iteration,
             progress=self.carry.progress,
         )
