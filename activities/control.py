@@ -9,6 +9,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from trainguard import contracts as c
 from trainguard import failpoints, telemetry
 from trainguard.attribution.rules import attribute
@@ -51,7 +52,8 @@ class ControlActivities:
 
     @activity.defn(name=c.RECORD_EVENTS)
     async def record_events(self, inp: c.RecordEventsInput) -> int:
-        inserted = await asyncio.to_thread(self._record_events_sync, inp)
+        async with heartbeating():
+            inserted = await asyncio.to_thread(self._record_events_sync, inp)
         return inserted
 
     def _record_events_sync(self, inp: c.RecordEventsInput) -> int:
@@ -79,7 +81,8 @@ class ControlActivities:
                     f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable"
                 ) from None
 
-        inserted = await asyncio.to_thread(_sync)
+        async with heartbeating():
+            inserted = await asyncio.to_thread(_sync)
         failpoints.hit("after_advice", inp.advice.advice_id)
         return inserted
 
@@ -118,6 +121,6 @@ def _observe(event: AuditEventIn) -> None:
     elif event.event_type == EventType.WATCHDOG_FIRED:
         telemetry.count_watchdog()
     elif event.event_type == EventType.COMPLETED:
-        telemetry.count_recovery("completed")
+        telemetry.count_recovery("success")
     elif event.event_type == EventType.STOPPED:
         telemetry.count_recovery("stopped")

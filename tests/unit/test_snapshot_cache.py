@@ -1,0 +1,54 @@
+"""One scheduler snapshot per interval, however many watchers ask."""
+
+from __future__ import annotations
+
+import asyncio
+
+from activities.snapshot_cache import SnapshotCache
+from trainguard.models import ClusterSnapshot, JobSnapshot
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_concurrent_callers_share_one_fetch_and_the_cache_expires() -> None:
+    clock = Clock()
+    calls = 0
+
+    async def fetch() -> ClusterSnapshot:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.05)
+        return ClusterSnapshot(cluster="lab", taken_at=clock(), jobs=(JobSnapshot(job_id="1"), JobSnapshot(job_id="1", submit_time=5)))
+
+    cache = SnapshotCache(fetch, max_age_s=2.0, clock=clock)
+    await asyncio.gather(*(cache.get() for _ in range(500)))
+    assert calls == 1
+    assert len(cache.jobs("1")) == 2 and cache.jobs("2") == []
+    clock.now += 1.0
+    await cache.get()
+    assert calls == 1
+    clock.now += 1.5
+    await cache.get()
+    assert calls == 2
+
+
+async def test_a_cancelled_caller_does_not_cancel_the_shared_fetch() -> None:
+    clock = Clock()
+
+    async def fetch() -> ClusterSnapshot:
+        await asyncio.sleep(0.1)
+        return ClusterSnapshot(cluster="lab", taken_at=clock())
+
+    cache = SnapshotCache(fetch, max_age_s=1.0, clock=clock)
+    first = asyncio.create_task(cache.get())
+    second = asyncio.create_task(cache.get())
+    await asyncio.sleep(0.01)
+    first.cancel()
+    snap = await second
+    assert snap.cluster == "lab"

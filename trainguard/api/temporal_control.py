@@ -1,0 +1,169 @@
+"""How the API steers running workflows: mode switches (updates) and pause/resume (signals)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from typing import Any, Protocol
+
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode, TLSConfig
+
+from trainguard.audit import AuditStore
+from trainguard.models import Mode, ModeChange, PauseRequest, WorkloadStatus, clip
+from trainguard.settings import TemporalSettings
+
+SET_MODE_UPDATE = "set_mode"
+SET_PAUSED_SIGNAL = "set_paused"
+RPC_TIMEOUT = timedelta(seconds=20)
+
+
+def cluster_workflow_id(cluster: str) -> str:
+    return f"trainguard-cluster-{cluster}"
+
+
+class TemporalControlError(Exception):
+    """Base of what the API maps to HTTP status codes."""
+
+
+class WorkflowNotFound(TemporalControlError):
+    pass
+
+
+class UpdateRejected(TemporalControlError):
+    """The workflow refused the change (validator or handler failure)."""
+
+
+class TemporalUnavailable(TemporalControlError):
+    pass
+
+
+class TemporalControl(Protocol):
+    async def set_workload_mode(self, workflow_id: str, change: ModeChange) -> WorkloadStatus: ...
+
+    async def set_workload_paused(self, workflow_id: str, req: PauseRequest) -> None: ...
+
+    async def set_cluster_mode(self, cluster: str, change: ModeChange) -> None: ...
+
+
+class ClientTemporalControl:
+    """TemporalControl over a temporalio Client; connects lazily so the API starts without Temporal."""
+
+    def __init__(self, settings: TemporalSettings, *, client: Client | None = None) -> None:
+        self._settings = settings
+        self._client = client
+        self._lock = asyncio.Lock()
+
+    async def set_workload_mode(self, workflow_id: str, change: ModeChange) -> WorkloadStatus:
+        handle = await self._handle(workflow_id)
+        try:
+            result: WorkloadStatus = await handle.execute_update(
+                SET_MODE_UPDATE, change, result_type=WorkloadStatus, rpc_timeout=RPC_TIMEOUT
+            )
+        except (RPCError, WorkflowUpdateFailedError) as err:
+            raise _translate(err, workflow_id) from err
+        return result
+
+    async def set_workload_paused(self, workflow_id: str, req: PauseRequest) -> None:
+        handle = await self._handle(workflow_id)
+        try:
+            await handle.signal(SET_PAUSED_SIGNAL, req, rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            raise _translate(err, workflow_id) from err
+
+    async def set_cluster_mode(self, cluster: str, change: ModeChange) -> None:
+        workflow_id = cluster_workflow_id(cluster)
+        handle = await self._handle(workflow_id)
+        try:
+            await handle.execute_update(SET_MODE_UPDATE, change, rpc_timeout=RPC_TIMEOUT)
+        except (RPCError, WorkflowUpdateFailedError) as err:
+            raise _translate(err, workflow_id) from err
+
+    async def _handle(self, workflow_id: str) -> WorkflowHandle[Any, Any]:
+        if self._client is None:
+            async with self._lock:
+                if self._client is None:
+                    try:
+                        self._client = await connect_client(self._settings)
+                    except Exception as err:  # several error types; all mean "not reachable now"
+                        raise TemporalUnavailable(
+                            f"cannot reach Temporal at {self._settings.address}"
+                        ) from err
+        return self._client.get_workflow_handle(workflow_id)
+
+
+def _translate(err: Exception, workflow_id: str) -> TemporalControlError:
+    if isinstance(err, WorkflowUpdateFailedError):
+        return UpdateRejected(
+            f"workflow {workflow_id} rejected the change: {clip(str(err.cause or err), 300)}"
+        )
+    if isinstance(err, RPCError) and err.status == RPCStatusCode.NOT_FOUND:
+        return WorkflowNotFound(f"no running workflow {workflow_id}")
+    if isinstance(err, RPCError) and err.status == RPCStatusCode.INVALID_ARGUMENT:
+        return UpdateRejected(f"workflow {workflow_id} refused the request: {clip(err.message, 300)}")
+    return TemporalUnavailable(f"Temporal call failed for {workflow_id}: {clip(str(err), 300)}")
+
+
+async def connect_client(settings: TemporalSettings) -> Client:
+    tls: bool | TLSConfig = False
+    if settings.tls:
+        tls = TLSConfig(
+            client_cert=_read(settings.tls_cert),
+            client_private_key=_read(settings.tls_key),
+            server_root_ca_cert=_read(settings.tls_ca),
+        )
+    return await Client.connect(
+        settings.address,
+        namespace=settings.namespace,
+        tls=tls,
+        api_key=settings.api_key,
+        data_converter=pydantic_data_converter,
+        connect_timeout=timedelta(seconds=5),
+    )
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+class StoreTemporalControl:
+    """Applies controls straight to the audit store, without Temporal: demos and API/console tests.
+
+    Records every call in `calls` so a test can check what the API asked for.
+    """
+
+    def __init__(self, store: AuditStore) -> None:
+        self._store = store
+        self.calls: list[tuple[str, str, ModeChange | PauseRequest]] = []
+        self.cluster_modes: dict[str, Mode] = {}
+
+    def _find(self, workflow_id: str) -> WorkloadStatus:
+        for status in self._store.list_workloads(limit=1000):
+            if status.workflow_id == workflow_id:
+                return status
+        raise WorkflowNotFound(f"no running workflow {workflow_id}")
+
+    async def set_workload_mode(self, workflow_id: str, change: ModeChange) -> WorkloadStatus:
+        self.calls.append(("set_mode", workflow_id, change))
+        current = self._find(workflow_id)
+        return current.model_copy(
+            update={"mode": change.mode, "updated_at": max(time.time(), current.updated_at)}
+        )
+
+    async def set_workload_paused(self, workflow_id: str, req: PauseRequest) -> None:
+        self.calls.append(("set_paused", workflow_id, req))
+        current = self._find(workflow_id)
+        self._store.upsert_workload(
+            current.model_copy(
+                update={"paused": req.paused, "updated_at": max(time.time(), current.updated_at)}
+            )
+        )
+
+    async def set_cluster_mode(self, cluster: str, change: ModeChange) -> None:
+        self.calls.append(("set_cluster_mode", cluster_workflow_id(cluster), change))
+        self.cluster_modes[cluster] = change.mode

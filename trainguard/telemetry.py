@@ -1,0 +1,100 @@
+"""Prometheus metrics of TrainGuard itself. Activities call the functions; `/metrics` exposes them.
+
+Everything lives in prometheus-client's default registry, so a worker process only needs
+`serve_metrics(port)` and the API process exposes the same registry plus gauges computed from the
+audit store (see trainguard.api.metrics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from trainguard.models import clip
+
+LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 300.0, 600.0)
+PRODUCTIVE_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 14400.0)
+SUCCESS = "success"
+"""The recovery outcome that counts as a success (others: failed, stopped, watchdog, abandoned)."""
+
+_LABEL_MAX = 120  # label values come from logs and job metadata; keep them bounded
+
+DETECTION_LATENCY = Histogram(
+    "trainguard_detection_latency_seconds",
+    "Time from the failure's first log line (or scheduler signal) to its detection.",
+    ["category"],
+    buckets=LATENCY_BUCKETS,
+)
+ACTION_LATENCY = Histogram(
+    "trainguard_action_latency_seconds",
+    "Time from detection to the scheduler confirming an action step.",
+    ["step"],
+    buckets=LATENCY_BUCKETS,
+)
+DETECTIONS = Counter("trainguard_detections_total", "Failures detected, by category.", ["category"])
+RECOVERIES = Counter("trainguard_recoveries_total", "Recoveries finished, by outcome.", ["outcome"])
+RECOVERY_SUCCESS_RATIO = Gauge(
+    "trainguard_recovery_success_ratio",
+    "Share of recoveries in this process that ended in success (PromQL over "
+    "trainguard_recoveries_total gives the same across processes).",
+)
+TIME_TO_PRODUCTIVE = Histogram(
+    "trainguard_time_to_productive_seconds",
+    "Time from the fault to the first training progress line after the restart.",
+    buckets=PRODUCTIVE_BUCKETS,
+)
+WATCHDOG_FIRINGS = Counter(
+    "trainguard_watchdog_firings_total", "Watchdog expiries (held job released unchanged)."
+)
+GOODPUT = Gauge(
+    "trainguard_goodput_ratio", "Productive training time / wall time, per workload.", ["workload"]
+)
+
+_lock = threading.Lock()
+_outcomes: dict[str, int] = {}
+
+
+def _label(value: str) -> str:
+    return clip(value, _LABEL_MAX) or "unknown"
+
+
+def observe_detection_latency(seconds: float, category: str) -> None:
+    DETECTION_LATENCY.labels(category=_label(category)).observe(max(0.0, seconds))
+    DETECTIONS.labels(category=_label(category)).inc()
+
+
+def observe_action_latency(seconds: float, step: str) -> None:
+    ACTION_LATENCY.labels(step=_label(step)).observe(max(0.0, seconds))
+
+
+def count_recovery(outcome: str) -> None:
+    RECOVERIES.labels(outcome=_label(outcome)).inc()
+    with _lock:
+        _outcomes[outcome] = _outcomes.get(outcome, 0) + 1
+        total = sum(_outcomes.values())
+        RECOVERY_SUCCESS_RATIO.set(_outcomes.get(SUCCESS, 0) / total)
+
+
+def observe_time_to_productive(seconds: float) -> None:
+    TIME_TO_PRODUCTIVE.observe(max(0.0, seconds))
+
+
+def count_watchdog() -> None:
+    WATCHDOG_FIRINGS.inc()
+
+
+def set_goodput(workload_key: str, ratio: float) -> None:
+    GOODPUT.labels(workload=_label(workload_key)).set(min(1.0, max(0.0, ratio)))
+
+
+def forget_workload(workload_key: str) -> None:
+    """Drop a finished workload's series so the label set does not grow without bound."""
+    with contextlib.suppress(KeyError):
+        GOODPUT.remove(_label(workload_key))
+
+
+def serve_metrics(port: int, addr: str = "127.0.0.1", registry: CollectorRegistry = REGISTRY) -> None:
+    """Expose /metrics of a worker process (the API serves its own on its port)."""
+    start_http_server(port, addr=addr, registry=registry)
