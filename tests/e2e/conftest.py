@@ -27,6 +27,7 @@ def slurm_cluster() -> Iterator[LocalSlurmCluster]:
         E2E_DIR / "slurm", cluster="e2e", nodes=4, ctld_port=18817, node_port_base=19001
     )
     cluster.stop()  # leftovers of an interrupted run
+    shutil.rmtree(cluster.state_dir, ignore_errors=True)  # jobs of an earlier session are not this one's
     cluster.start()
     try:
         yield cluster
