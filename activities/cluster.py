@@ -10,12 +10,15 @@ import asyncio
 import logging
 import re
 import time
+from collections import Counter
+from collections.abc import Sequence
 
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
+from activities.heartbeat import heartbeating
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import JobWatcher
 from trainguard import contracts as c
@@ -28,6 +31,7 @@ from trainguard.slurm.runner import CommandError
 from workflows.search_attributes import CLUSTER, JOB_ID, initial_search_attributes
 
 log = logging.getLogger(__name__)
+START_PARALLELISM = 32  # concurrent workflow starts during discovery (the dev server on SQLite is disk-bound)
 
 
 class ClusterActivities:
@@ -58,14 +62,30 @@ class ClusterActivities:
         totals = c.DiscoverResult()
         while True:
             snap = await self.cache.get()
-            for job in snap.jobs:
-                outcome = await self._consider(job, inp, env_re)
-                if outcome:
-                    totals = totals.model_copy(update={outcome: getattr(totals, outcome) + 1})
+            counts = await self._consider_all(snap.jobs, inp, env_re)
+            totals = totals.model_copy(update={k: getattr(totals, k) + v for k, v in counts.items()})
             activity.heartbeat(totals.model_dump())
             if time.time() >= deadline:
                 return totals
             await asyncio.sleep(max(0.2, inp.recovery.poll_interval_s))
+
+    async def _consider_all(
+        self, jobs: Sequence[JobSnapshot], inp: c.DiscoverInput, env_re: re.Pattern[str]
+    ) -> Counter[str]:
+        """A backlog of thousands of new jobs (a worker's first start) takes minutes to start one by one,
+        far longer than the heartbeat timeout: start them with bounded concurrency, heartbeating meanwhile."""
+        counts: Counter[str] = Counter()
+        gate = asyncio.Semaphore(START_PARALLELISM)
+
+        async def consider(job: JobSnapshot) -> None:
+            async with gate:
+                outcome = await self._consider(job, inp, env_re)
+            if outcome:
+                counts[outcome] += 1
+                activity.heartbeat(dict(counts))
+
+        await asyncio.gather(*(consider(job) for job in jobs))
+        return counts
 
     async def _consider(self, job: JobSnapshot, inp: c.DiscoverInput, env_re: re.Pattern[str]) -> str | None:
         workload = workload_of(self.cluster, job)
@@ -183,8 +203,9 @@ class ClusterActivities:
 
     async def _step(self, step: ActionStep, inp: c.JobActionInput, action: object) -> ActionResult:
         try:
-            result: ActionResult = await action  # type: ignore[misc]
-            job = await self.client.job(inp.workload.job_id)
+            async with heartbeating():
+                result: ActionResult = await action  # type: ignore[misc]
+                job = await self.client.job(inp.workload.job_id)
         except CommandError as err:
             raise _app_error(err) from None
         except ValueError as err:  # invalid job id / node name: never retry

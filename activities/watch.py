@@ -98,6 +98,11 @@ class JobWatcher:
         stdout_path = (details.stdout_path if details else "") or inp.stdout_path
         analyzer: LogAnalyzer | None = None
         state = _Progress(cursor=cursor)
+        if details and details.findings:
+            # Findings read before a crash are past the heartbeated cursor: without these they are lost.
+            state.findings = list(details.findings)
+            state.first_signal_at = details.first_signal_at
+            state.settle_until = self.clock()
         prev = inp.last_job
         deadline = self.clock() + inp.slice_s
         phase = inp.phase
@@ -180,7 +185,12 @@ class JobWatcher:
             prev = job
             heartbeat(
                 c.WatchResult(
-                    observation=Observation(kind=ObservationKind.SLICE_END, progress=analyzer.progress),
+                    observation=Observation(
+                        kind=ObservationKind.SLICE_END,
+                        progress=analyzer.progress,
+                        findings=tuple(state.findings),
+                        first_signal_at=state.first_signal_at,
+                    ),
                     cursor=state.cursor,
                     stdout_path=stdout_path,
                 )
@@ -230,6 +240,8 @@ class _Details:
     cursor: LogCursor
     progress: ProgressState
     stdout_path: str
+    findings: tuple[Finding, ...] = ()
+    first_signal_at: float | None = None
 
 
 def _resume_details() -> _Details | None:
@@ -244,4 +256,11 @@ def _resume_details() -> _Details | None:
     except ValueError:  # details from an older worker version: start from the workflow's cursor
         log.warning("ignoring undecodable heartbeat details for %s", info.workflow_id)
         return None
-    return _Details(cursor=raw.cursor, progress=raw.observation.progress, stdout_path=raw.stdout_path)
+    obs = raw.observation
+    return _Details(
+        cursor=raw.cursor,
+        progress=obs.progress,
+        stdout_path=raw.stdout_path,
+        findings=obs.findings,
+        first_signal_at=obs.first_signal_at,
+    )

@@ -14,6 +14,7 @@ from trainguard.models import (
     Observation,
     OptIn,
     ProgressState,
+    Verdict,
     WorkloadId,
     WorkloadStatus,
 )
@@ -32,6 +33,7 @@ RECORD_EVENTS = "record_events"
 RECORD_ADVICE = "record_advice"
 UPDATE_WORKLOAD = "update_workload"
 PROPAGATE_CLUSTER_MODE = "propagate_cluster_mode"
+FLEET_CONTEXT = "fleet_context"
 
 
 class RecoveryConfig(Frozen):
@@ -165,3 +167,19 @@ class MalformedReport(Frozen):
 
     job: JobSnapshot
     problem: str
+
+
+class FleetInput(Frozen):
+    workload: WorkloadId
+    verdict: Verdict
+    job: JobSnapshot | None = None
+    now: float
+    policy: PolicyConfig = PolicyConfig()
+
+
+class FleetContext(Frozen):
+    """What other workloads' failures say about this one: systemic array failure, nodes to drain."""
+
+    array_systemic: bool = False
+    array_reason: str = ""
+    drain: tuple[tuple[str, str], ...] = ()  # (node, reason)

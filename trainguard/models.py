@@ -228,6 +228,9 @@ class Advice(Frozen):
     attempt: int = 0
     generation: int = 0
     spends_budget: bool = True
+    array_job_id: str = ""  # set for tasks of a job array (systemic-failure checks across tasks)
+    array_task_id: str = ""
+    job_nodes: tuple[str, ...] = ()  # the allocation the failure happened on
 
 
 class ActionStep(StrEnum):

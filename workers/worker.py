@@ -10,6 +10,7 @@ import logging
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from temporalio.client import Client, TLSConfig
 from temporalio.common import WorkflowIDConflictPolicy
@@ -18,6 +19,7 @@ from temporalio.worker import Worker
 
 from activities.cluster import ClusterActivities
 from activities.control import ControlActivities
+from activities.fleet import FleetActivities
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import JobWatcher, SourceFactory
 from trainguard import contracts as c
@@ -133,6 +135,7 @@ def build_workers(
     if "control" in queues:
         rt.store = AuditStore.from_url(settings.audit.url)
         control = ControlActivities(rt.store, client, settings.attribution)
+        fleet = FleetActivities(rt.store)
         rt.workers.append(
             Worker(
                 client,
@@ -143,6 +146,7 @@ def build_workers(
                     control.record_events,
                     control.record_advice,
                     control.propagate_cluster_mode,
+                    fleet.fleet_context,
                 ],
                 max_concurrent_activities=200,
             )
@@ -194,6 +198,11 @@ def build_workers(
                 ],
                 # Watch activities are long and mostly asleep: one slot per monitored workload.
                 max_concurrent_activities=5000,
+                # Each heartbeat sent is a billed action; let a longer heartbeat timeout mean fewer of
+                # them (the SDK sends at most one per 0.8 x timeout, but never less often than this).
+                max_heartbeat_throttle_interval=timedelta(
+                    seconds=max(60.0, 0.8 * settings.watch.heartbeat_timeout_s)
+                ),
             )
         )
     return rt

@@ -247,7 +247,10 @@ class JobRecoveryWorkflow:
         fatal = any(f.fatal for f in findings)
         acting = self.mode == Mode.ACTION and self.cfg.acknowledged
         held = False
-        if acting and fatal and job is not None and job.requeue_allowed:
+        # Contain only a job Slurm itself requeued (e.g. after NODE_FAIL): it is pending and could start
+        # again on the bad node before the exclusion is set. Releasing it unchanged is then exactly what
+        # Slurm would have done without us, which is what the watchdog's fail-open must mean.
+        if acting and fatal and job is not None and job.state == "PENDING" and not job.held:
             held = await self._contain(attempt, job)
 
         decision = await self._decide_with_watchdog(findings, job, held, obs.usable_nodes)
@@ -263,12 +266,12 @@ class JobRecoveryWorkflow:
         await self._execute(advice, held, first_signal, detected_at, job)
 
     async def _contain(self, attempt: int, job: JobSnapshot) -> bool:
-        """Hold the job while the failure is attributed, so Slurm does not restart it onto a bad node."""
+        """Hold the pending job while the failure is attributed, so it does not start on a bad node."""
         key = self.inp.workload.key
         hold = Advice(
             advice_id=f"{key}/a{attempt}/hold",
             action=ActionKind.HOLD,
-            reason="hold the job (requeue-hold) while the failure is attributed",
+            reason="hold the requeued job while the failure is attributed",
             verdict=Verdict(
                 category=Category.HEALTHY, attribution=Attribution.NONE, fatal=True, summary="pending"
             ),
@@ -322,7 +325,45 @@ class JobRecoveryWorkflow:
         )
         advice, new_state = decide(self.carry.policy_state, verdict, ctx, self.cfg.policy)
         self._set_carry(policy_state=new_state)
+        if job is not None:
+            advice = advice.model_copy(
+                update={
+                    "array_job_id": job.array_job_id or "",
+                    "array_task_id": job.array_task_id or "",
+                    "job_nodes": job.nodes,
+                }
+            )
+        advice = await self._with_fleet_context(verdict, advice, job)
         return verdict, advice
+
+    async def _with_fleet_context(self, verdict: Verdict, advice: Advice, job: JobSnapshot | None) -> Advice:
+        """Other workloads' failures: a systemic array failure stops recovery; repeat-offender nodes drain."""
+        policy = self.cfg.policy
+        in_array = job is not None and bool(job.array_job_id)
+        hardware = policy.drain_enabled and verdict.attribution == Attribution.HARDWARE
+        if not (in_array or hardware):
+            return advice
+        fleet = await workflow.execute_activity(
+            c.FLEET_CONTEXT,
+            c.FleetInput(
+                workload=self.inp.workload, verdict=verdict, job=job, now=workflow.time(), policy=policy
+            ),
+            result_type=c.FleetContext,
+            task_queue=self.cfg.control_queue,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=AUDIT_RETRY,
+        )
+        if fleet.array_systemic and advice.action == ActionKind.REQUEUE:
+            advice = advice.model_copy(
+                update={"action": ActionKind.NONE, "execute": False, "reason": clip(fleet.array_reason, 600)}
+            )
+        if fleet.drain:
+            nodes = tuple(node for node, _ in fleet.drain)
+            reasons = "; ".join(f"{node}: {reason}" for node, reason in fleet.drain)
+            advice = advice.model_copy(
+                update={"drain_nodes": nodes, "reason": clip(f"{advice.reason} Drain {reasons}.", 800)}
+            )
+        return advice
 
     async def _watchdog_release(self, held: bool, why: str) -> None:
         attempt = self.carry.phase.attempt_restarts
@@ -340,6 +381,28 @@ class JobRecoveryWorkflow:
         self._set_status(state=WorkloadState.WATCHING if held else WorkloadState.FAILED)
 
     async def _execute(
+        self, advice: Advice, held: bool, first_signal: float, detected_at: float, job: JobSnapshot | None
+    ) -> None:
+        await self._execute_main(advice, held, first_signal, detected_at, job)
+        if advice.drain_nodes and self.mode == Mode.ACTION and self.cfg.acknowledged:
+            attempt = self.carry.phase.attempt_restarts
+            result = await self._action(
+                c.DRAIN_NODE,
+                advice.advice_id,
+                attempt,
+                nodes=advice.drain_nodes,
+                reason=clip(advice.reason, 200),
+            )
+            if result is not None:
+                self._event(
+                    EventType.NODE_DRAINED,
+                    level=Level.WARNING,
+                    actor=advice.actor,
+                    nodes=advice.drain_nodes,
+                    message=clip(f"drained for repair: {result.detail}"),
+                )
+
+    async def _execute_main(
         self, advice: Advice, held: bool, first_signal: float, detected_at: float, job: JobSnapshot | None
     ) -> None:
         attempt = self.carry.phase.attempt_restarts
@@ -413,6 +476,7 @@ class JobRecoveryWorkflow:
                 task_queue=self.cfg.cluster_queue,
                 schedule_to_close_timeout=timedelta(seconds=self.cfg.action_timeout_s),
                 start_to_close_timeout=timedelta(seconds=min(30.0, self.cfg.action_timeout_s)),
+                heartbeat_timeout=timedelta(seconds=self.cfg.heartbeat_timeout_s),
                 retry_policy=ACTION_RETRY,
             )
         except ActivityError as err:
@@ -446,6 +510,7 @@ class JobRecoveryWorkflow:
             c.RecordAdviceInput(workload=self.inp.workload, advice=advice, ts=workflow.time()),
             task_queue=self.cfg.control_queue,
             start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=self.cfg.heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
         )
 
@@ -522,6 +587,7 @@ class JobRecoveryWorkflow:
             c.RecordEventsInput(events=events, status=status),
             task_queue=self.cfg.control_queue,
             start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=self.cfg.heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
         )
 

@@ -62,10 +62,11 @@ async def test_action_mode_requeues_excluding_the_failed_node_in_order(env: Work
     status, history = await run(env, fakes, make_input(queue, mode=Mode.ACTION))
     assert status.state == WorkloadState.COMPLETED  # type: ignore[attr-defined]
     assert status.excluded_nodes == ("node2",)  # type: ignore[attr-defined]
-    # containment hold is advised before it runs; the recovery advice before its steps
+    # the advice is recorded before any of its steps; a failed job needs no containment hold
     calls = fakes.calls
-    assert calls.index("advice:hold") < calls.index("requeue_hold") < calls.index("advice:requeue")
-    assert calls.index("advice:requeue") < calls.index("exclude") < calls.index("release")
+    assert "advice:hold" not in calls
+    assert calls.index("advice:requeue") < calls.index("requeue_hold") < calls.index("exclude")
+    assert calls.index("exclude") < calls.index("release")
     assert fakes.scheduler_calls == ["requeue_hold", "exclude", "release"]
     assert fakes.action_inputs["exclude"][0].nodes == ("node2",)
     order = [
@@ -125,10 +126,35 @@ async def test_cascade_lines_after_handling_are_not_a_second_failure(env: Workfl
     assert fakes.scheduler_calls.count("requeue_hold") == 1
 
 
+async def test_slurm_requeued_job_is_contained_then_recovered(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    node_fail = XID.model_copy(update={"pattern_id": "slurm.node_fail", "line": "node node2 DOWN"})
+    fakes = FakeActivities(
+        script=[
+            obs(K.FAILURE, job("PENDING", restarts=1), node_fail),
+            obs(K.GONE, job("PENDING", restarts=1)),
+        ]
+    )
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    calls = fakes.calls
+    assert calls.index("advice:hold") < calls.index("requeue_hold") < calls.index("advice:requeue")
+    # already held by the containment step: no second requeue
+    assert fakes.scheduler_calls == ["requeue_hold", "exclude", "release"]
+
+
+async def test_observe_mode_never_contains_a_requeued_job(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(
+        script=[obs(K.FAILURE, job("PENDING", restarts=1), XID), obs(K.GONE, job("PENDING"))]
+    )
+    await run(env, fakes, make_input(queue, mode=Mode.OBSERVE))
+    assert fakes.scheduler_calls == []
+
+
 async def test_watchdog_releases_a_held_job_when_attribution_hangs(env: WorkflowEnvironment) -> None:
     queue = f"q-{uuid.uuid4()}"
     fakes = FakeActivities(
-        script=[obs(K.FAILURE, job("RUNNING"), XID), obs(K.GONE, job("RUNNING", restarts=1))],
+        script=[obs(K.FAILURE, job("PENDING", restarts=1), XID), obs(K.GONE, job("RUNNING", restarts=1))],
         attribute_blocks=True,
     )
     await run(env, fakes, make_input(queue, mode=Mode.ACTION, decision_timeout_s=3.0))

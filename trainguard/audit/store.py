@@ -280,6 +280,11 @@ class AuditStore:
                 "execute": advice.execute,
                 "confidence": verdict.confidence,
                 "summary": verdict.summary,
+                "pattern_id": verdict.pattern_ids[0] if verdict.pattern_ids else "",
+                "implicated": ",".join(verdict.nodes)[:1000],
+                "array_job_id": advice.array_job_id,
+                "array_task_id": advice.array_task_id,
+                "job_nodes": ",".join(advice.job_nodes)[:1000],
             },
         )
         try:

@@ -1,0 +1,33 @@
+"""Heartbeat while a short activity runs, so a killed worker's step is retried after the heartbeat
+timeout (seconds) instead of its start-to-close timeout (tens of seconds)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from temporalio import activity
+
+
+@contextlib.asynccontextmanager
+async def heartbeating() -> AsyncIterator[None]:
+    """No-op when the activity was scheduled without a heartbeat timeout."""
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+    period = max(0.2, timeout.total_seconds() / 3)
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(period)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

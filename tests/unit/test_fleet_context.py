@@ -1,0 +1,88 @@
+"""Cross-workload context read back from a real (SQLite) audit store: systemic arrays, node reputation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from activities.fleet import FleetActivities
+from trainguard import contracts as c
+from trainguard.audit.store import AuditStore
+from trainguard.models import ActionKind, Advice, Attribution, Category, JobSnapshot, Verdict, WorkloadId
+from trainguard.policy import PolicyConfig
+
+APP = Verdict(
+    category=Category.PYTHON_EXCEPTION,
+    attribution=Attribution.APPLICATION,
+    fatal=True,
+    pattern_ids=("python_traceback",),
+)
+HW = Verdict(
+    category=Category.GPU_HARDWARE,
+    attribution=Attribution.HARDWARE,
+    fatal=True,
+    nodes=("node3",),
+    pattern_ids=("xid_hardware",),
+)
+
+
+def record(
+    store: AuditStore,
+    job_id: str,
+    verdict: Verdict,
+    *,
+    nodes: tuple[str, ...],
+    ts: float,
+    array: str = "",
+    task: str = "",
+) -> None:
+    w = WorkloadId(cluster="lab", job_id=job_id, submit_time=1)
+    advice = Advice(
+        advice_id=f"{w.key}/a0/s1",
+        action=ActionKind.REQUEUE,
+        reason="r",
+        verdict=verdict,
+        array_job_id=array,
+        array_task_id=task,
+        job_nodes=nodes,
+    )
+    store.record_advice(w, advice, ts=ts)
+
+
+def array_job(task: str, node: str) -> JobSnapshot:
+    return JobSnapshot(job_id=f"10{task}", array_job_id="100", array_task_id=task, nodes=(node,))
+
+
+def test_same_failure_in_many_array_tasks_on_different_nodes_is_systemic(tmp_path: Path) -> None:
+    store = AuditStore.from_url(f"sqlite:///{tmp_path / 'a.db'}")
+    record(store, "101", APP, nodes=("node1",), ts=1000, array="100", task="1")
+    record(store, "102", APP, nodes=("node2",), ts=1010, array="100", task="2")
+    record(store, "900", APP, nodes=("node4",), ts=1010)  # not in the array
+    fleet = FleetActivities(store)
+    inp = c.FleetInput(
+        workload=WorkloadId(cluster="lab", job_id="103", submit_time=1),
+        verdict=APP,
+        job=array_job("3", "node3"),
+        now=1020,
+        policy=PolicyConfig(),
+    )
+    ctx = fleet._sync(inp)
+    assert ctx.array_systemic and "Stop recovering array 100" in ctx.array_reason
+    one_other = fleet._sync(inp.model_copy(update={"now": 1020 + 7200}))  # the others aged out of the window
+    assert not one_other.array_systemic
+
+
+def test_node_implicated_by_hardware_in_two_jobs_is_drained_only_when_enabled(tmp_path: Path) -> None:
+    store = AuditStore.from_url(f"sqlite:///{tmp_path / 'n.db'}")
+    record(store, "201", HW, nodes=("node3", "node4"), ts=1000)
+    fleet = FleetActivities(store)
+    inp = c.FleetInput(
+        workload=WorkloadId(cluster="lab", job_id="202", submit_time=1),
+        verdict=HW,
+        job=JobSnapshot(job_id="202", nodes=("node3", "node1")),
+        now=1100,
+        policy=PolicyConfig(drain_enabled=True),
+    )
+    ctx = fleet._sync(inp)
+    assert [node for node, _ in ctx.drain] == ["node3"]
+    assert ctx.drain[0][1].startswith("trainguard:")
+    assert fleet._sync(inp.model_copy(update={"policy": PolicyConfig()})).drain == ()
