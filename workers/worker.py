@@ -12,9 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from temporalio.client import Client, TLSConfig
+from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.cluster import ClusterActivities
@@ -23,6 +22,7 @@ from activities.fleet import FleetActivities
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import JobWatcher, SourceFactory
 from trainguard import contracts as c
+from trainguard.api.temporal_control import connect_client
 from trainguard.audit.store import AuditStore
 from trainguard.gpumetrics.prometheus import gpu_findings
 from trainguard.logsources.base import LogSource
@@ -43,28 +43,7 @@ WORKFLOWS = [JobRecoveryWorkflow, ClusterWatchWorkflow]
 
 
 async def connect(settings: Settings) -> Client:
-    t = settings.temporal
-    tls: TLSConfig | bool = False
-    if t.tls or t.tls_cert:
-        tls = TLSConfig(
-            client_cert=_read(t.tls_cert),
-            client_private_key=_read(t.tls_key),
-            server_root_ca_cert=_read(t.tls_ca),
-        )
-    return await Client.connect(
-        t.address,
-        namespace=t.namespace,
-        data_converter=pydantic_data_converter,
-        tls=tls,
-        api_key=t.api_key,
-    )
-
-
-def _read(path: str | None) -> bytes | None:
-    if not path:
-        return None
-    with open(path, "rb") as fh:
-        return fh.read()
+    return await connect_client(settings.temporal)
 
 
 def recovery_config(settings: Settings, *, search_attributes: bool = True) -> c.RecoveryConfig:

@@ -108,7 +108,7 @@ def _translate(err: Exception, workflow_id: str) -> TemporalControlError:
 
 async def connect_client(settings: TemporalSettings) -> Client:
     tls: bool | TLSConfig = False
-    if settings.tls:
+    if settings.tls or settings.tls_cert:
         tls = TLSConfig(
             client_cert=_read(settings.tls_cert),
             client_private_key=_read(settings.tls_key),
