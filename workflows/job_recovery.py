@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         WorkloadStatus,
         clip,
     )
-    from trainguard.policy import DecisionContext, decide, effective_mode
+    from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
     from workflows.search_attributes import status_search_attributes
 
 # Audit writes must not be lost: retry until the store comes back (it may be down for minutes).
@@ -184,7 +184,10 @@ class JobRecoveryWorkflow:
             self._event(EventType.STOPPED, message="Slurm no longer reports this job; monitoring ends")
             self._set_status(state=WorkloadState.GONE)
         elif kind == ObservationKind.STATE_CHANGE and job is not None:
-            if job.restart_count > phase.attempt_restarts and job.state == "RUNNING":
+            # A new attempt got an allocation (it may already have failed again when we look).
+            if job.restart_count > phase.attempt_restarts and job.state not in ("PENDING", "REQUEUED"):
+                if phase.restart_requested_at is None:  # Slurm's or an operator's requeue, not ours
+                    self._set_carry(policy_state=record_restart(self.carry.policy_state, obs.observed_at))
                 self._event(
                     EventType.ALLOCATION_RESTARTED,
                     attempt=job.restart_count,

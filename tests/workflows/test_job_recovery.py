@@ -198,3 +198,21 @@ async def test_operator_switches_mode_through_an_update(env: WorkflowEnvironment
             await asyncio.sleep(0.1)
         await handle.terminate()
     assert EventType.MODE_CHANGED in fakes.events
+
+
+async def test_an_attempt_that_fails_before_we_see_it_running_is_still_handled(
+    env: WorkflowEnvironment,
+) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(
+        script=[
+            obs(K.FAILURE, job("FAILED"), XID),
+            obs(K.STATE_CHANGE, job("FAILED", restarts=1, nodes=("node1", "node3"))),  # crashed at once
+            obs(K.FAILURE, job("FAILED", restarts=1, nodes=("node1", "node3")), APP),
+            obs(K.GONE, job("FAILED", restarts=1)),
+        ]
+    )
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert fakes.events.count(EventType.ALLOCATION_RESTARTED) == 1
+    assert fakes.watch_inputs[2].phase.failure_handled is False
+    assert fakes.events.count(EventType.DETECTION) == 2
