@@ -1,0 +1,167 @@
+"""The failure-signature catalog: data (catalog.yaml), loaded and compiled once.
+
+Matching is two-staged for speed: a line is only tried against a signature's regex when it holds one
+of the signature's literal keywords. The analyzer finds such lines with one combined keyword search
+over big chunks (see prefilter.py), so most of a healthy log is never split into lines at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainguard.models import Attribution, Category
+
+PRIORITY_GENERIC = 1
+PRIORITY_SPECIFIC = 2
+PRIORITY_PLATFORM = 3
+
+_IMPLICATING_GROUPS = ("node", "rank", "pci", "xid")
+
+
+class CatalogError(ValueError):
+    """The catalog file is malformed; the message names the entry."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    pattern: str
+    regex: re.Pattern[str]
+    keywords: tuple[str, ...]
+    category: Category
+    attribution: Attribution
+    fatal: bool = True
+    cascade: bool = False
+    priority: int = PRIORITY_SPECIFIC
+    requires_traceback: bool = False
+    examples: tuple[str, ...] = ()
+    counter_examples: tuple[str, ...] = ()
+
+    def match(self, line: str) -> re.Match[str] | None:
+        if not any(k in line for k in self.keywords):
+            return None
+        return self.regex.search(line)
+
+
+@dataclass(frozen=True)
+class SignatureMatch:
+    signature: Signature
+    groups: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    version: int
+    signatures: tuple[Signature, ...]
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for sig in self.signatures:
+            for kw in sig.keywords:
+                seen.setdefault(kw, None)
+        return tuple(seen)
+
+    def match_line(self, line: str, candidates: Sequence[int] | None = None) -> SignatureMatch | None:
+        """The first signature (file order) that matches `line`; `candidates` are sorted signature
+        indices known to have a keyword in the line (from the prefilter)."""
+        sigs = self.signatures if candidates is None else [self.signatures[i] for i in candidates]
+        for sig in sigs:
+            m = sig.match(line)
+            if m is not None:
+                groups = {k: v for k, v in m.groupdict().items() if v and k in _IMPLICATING_GROUPS}
+                return SignatureMatch(sig, groups)
+        return None
+
+    def get(self, signature_id: str) -> Signature | None:
+        return next((s for s in self.signatures if s.id == signature_id), None)
+
+    def grep_patterns(self) -> list[str]:
+        """The regexes as POSIX ERE, for `grep -E -f` (benchmark baseline, ad-hoc greps by operators)."""
+        return [to_ere(sig.pattern) for sig in self.signatures]
+
+
+def to_ere(pattern: str) -> str:
+    """Convert the restricted Python regex subset the catalog uses into GNU ERE."""
+    out = re.sub(r"\(\?P<[A-Za-z_]+>", "(", pattern)
+    out = out.replace("(?:", "(")
+    out = out.replace(r"\d", "[0-9]").replace(r"\S", "[^[:space:]]").replace(r"\s", "[[:space:]]")
+    return out
+
+
+def _parse_entry(raw: Any, index: int) -> Signature:
+    if not isinstance(raw, dict):
+        raise CatalogError(f"entry {index}: must be a mapping")
+    sig_id = str(raw.get("id") or f"#{index}")
+    try:
+        pattern = str(raw["regex"])
+        keywords = tuple(str(k) for k in raw["keywords"])
+        category = Category(raw["category"])
+        attribution = Attribution(raw["attribution"])
+    except KeyError as err:
+        raise CatalogError(f"signature {sig_id}: missing field {err.args[0]!r}") from None
+    except ValueError as err:
+        raise CatalogError(f"signature {sig_id}: {err}") from None
+    if not keywords or any(not k for k in keywords):
+        raise CatalogError(f"signature {sig_id}: needs at least one non-empty keyword (the prefilter)")
+    try:
+        regex = re.compile(pattern)
+    except re.error as err:
+        raise CatalogError(f"signature {sig_id}: bad regex: {err}") from None
+    priority = int(raw.get("priority", PRIORITY_SPECIFIC))
+    if priority not in (PRIORITY_GENERIC, PRIORITY_SPECIFIC, PRIORITY_PLATFORM):
+        raise CatalogError(f"signature {sig_id}: priority must be 1, 2 or 3")
+    return Signature(
+        id=sig_id,
+        pattern=pattern,
+        regex=regex,
+        keywords=keywords,
+        category=category,
+        attribution=attribution,
+        fatal=bool(raw.get("fatal", True)),
+        cascade=bool(raw.get("cascade", False)),
+        priority=priority,
+        requires_traceback=bool(raw.get("requires_traceback", False)),
+        examples=tuple(str(e) for e in raw.get("examples", ()) or ()),
+        counter_examples=tuple(str(e) for e in raw.get("counter_examples", ()) or ()),
+    )
+
+
+def parse_catalog(text: str) -> Catalog:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise CatalogError(f"catalog is not valid YAML: {err}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("signatures"), list):
+        raise CatalogError("catalog must be a mapping with a `signatures` list")
+    sigs = tuple(_parse_entry(raw, i) for i, raw in enumerate(doc["signatures"]))
+    ids = [s.id for s in sigs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise CatalogError(f"duplicate signature ids: {', '.join(dupes)}")
+    return Catalog(version=int(doc.get("version", 1)), signatures=sigs)
+
+
+@lru_cache(maxsize=1)
+def _builtin() -> Catalog:
+    text = resources.files("trainguard.detection").joinpath("catalog.yaml").read_text(encoding="utf-8")
+    return parse_catalog(text)
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    """The built-in catalog (cached), or one from `path` (an operator's extended copy)."""
+    if path is None:
+        return _builtin()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise CatalogError(f"cannot read catalog {path}: {err.strerror}") from None
+    return parse_catalog(text)

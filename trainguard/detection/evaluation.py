@@ -1,0 +1,170 @@
+"""Accuracy of `classify` on a labelled corpus of real log excerpts (JSONL: id, category, attribution,
+fatal, source, log)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainguard.detection.classify import ClassifyResult, classify_text
+
+DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "corpus"
+SHARED_SAMPLE_NAMES = ("shared/corpus/public-sample.jsonl",)
+
+
+class CorpusError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Sample:
+    id: str
+    category: str
+    attribution: str
+    fatal: bool
+    source: str
+    log: str
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    sample: Sample
+    result: ClassifyResult
+
+    @property
+    def fatal_ok(self) -> bool:
+        return self.result.fatal == self.sample.fatal
+
+    @property
+    def category_ok(self) -> bool:
+        return self.result.category == self.sample.category
+
+    @property
+    def attribution_ok(self) -> bool:
+        return self.result.attribution == self.sample.attribution
+
+
+@dataclass
+class Report:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def _rate(self, flags: Iterable[bool]) -> float:
+        values = list(flags)
+        return sum(values) / len(values) if values else 1.0
+
+    @property
+    def total(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def fatal_accuracy(self) -> float:
+        return self._rate(o.fatal_ok for o in self.outcomes)
+
+    @property
+    def category_accuracy(self) -> float:
+        return self._rate(o.category_ok for o in self.outcomes)
+
+    @property
+    def attribution_accuracy(self) -> float:
+        return self._rate(o.attribution_ok for o in self.outcomes)
+
+    @property
+    def healthy_classified_fatal(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.sample.fatal and o.result.fatal]
+
+    def per_category(self) -> dict[str, tuple[int, int, int]]:
+        """category -> (samples, category correct, attribution correct)."""
+        table: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for o in self.outcomes:
+            row = table[o.sample.category]
+            row[0] += 1
+            row[1] += o.category_ok
+            row[2] += o.attribution_ok
+        return {k: (v[0], v[1], v[2]) for k, v in sorted(table.items())}
+
+    def confusions(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not (o.category_ok and o.attribution_ok and o.fatal_ok)]
+
+    def render(self) -> str:
+        lines = [f"{'category':<26}{'n':>4}{'category':>10}{'attribution':>13}"]
+        for cat, (n, c_ok, a_ok) in self.per_category().items():
+            lines.append(f"{cat:<26}{n:>4}{c_ok / n:>10.0%}{a_ok / n:>13.0%}")
+        lines.append("")
+        lines.append(f"samples               {self.total}")
+        lines.append(f"fatal-vs-healthy      {self.fatal_accuracy:.1%}")
+        lines.append(f"category              {self.category_accuracy:.1%}")
+        lines.append(f"attribution           {self.attribution_accuracy:.1%}")
+        lines.append(f"healthy called fatal  {len(self.healthy_classified_fatal)}")
+        wrong = self.confusions()
+        if wrong:
+            lines.append("")
+            lines.append("confusions (expected -> got):")
+            pairs = Counter(
+                (o.sample.category, o.sample.attribution, o.result.category, o.result.attribution)
+                for o in wrong
+            )
+            for (ec, ea, gc, ga), n in pairs.most_common():
+                ids = ", ".join(
+                    o.sample.id
+                    for o in wrong
+                    if (o.sample.category, o.sample.attribution, o.result.category, o.result.attribution)
+                    == (ec, ea, gc, ga)
+                )
+                lines.append(f"  {n}x {ec}/{ea} -> {gc}/{ga}  [{ids}]")
+        return "\n".join(lines)
+
+
+def read_samples(path: Path) -> list[Sample]:
+    samples: list[Sample] = []
+    with path.open(encoding="utf-8") as fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                doc = json.loads(raw)
+                samples.append(
+                    Sample(
+                        id=str(doc["id"]),
+                        category=str(doc["category"]),
+                        attribution=str(doc["attribution"]),
+                        fatal=bool(doc["fatal"]),
+                        source=str(doc.get("source", "")),
+                        log=str(doc["log"]),
+                        origin=path.name,
+                    )
+                )
+            except (ValueError, KeyError, TypeError) as err:
+                raise CorpusError(f"{path}:{n}: not a corpus record ({err})") from None
+    return samples
+
+
+def shared_sample_paths(start: Path | None = None) -> list[Path]:
+    """The shared public sample next to the checkout (../shared/corpus), read in place when present."""
+    here = (start or Path(__file__)).resolve()
+    found: list[Path] = []
+    for parent in here.parents:
+        for name in SHARED_SAMPLE_NAMES:
+            candidate = parent / name
+            if candidate.is_file() and candidate not in found:
+                found.append(candidate)
+    return found
+
+
+def load_corpus(dirs: Sequence[Path] = (), *, include_shared: bool = True) -> list[Sample]:
+    paths: list[Path] = []
+    for d in dirs or (DEFAULT_CORPUS_DIR,):
+        paths.extend(sorted(d.glob("*.jsonl")) if d.is_dir() else [d])
+    if include_shared:
+        paths.extend(p for p in shared_sample_paths() if p not in paths)
+    samples: list[Sample] = []
+    for p in paths:
+        samples.extend(read_samples(p))
+    return samples
+
+
+def evaluate(samples: Sequence[Sample]) -> Report:
+    return Report([Outcome(s, classify_text(s.log)) for s in samples])
