@@ -40,6 +40,7 @@ from workflows.job_recovery import JobRecoveryWorkflow
 log = logging.getLogger(__name__)
 
 WORKFLOWS = [JobRecoveryWorkflow, ClusterWatchWorkflow]
+MAX_CACHED_WORKFLOWS = 10_000
 
 
 async def connect(settings: Settings) -> Client:
@@ -128,6 +129,9 @@ def build_workers(
                     fleet.fleet_context,
                 ],
                 max_concurrent_activities=200,
+                # One long-lived workflow per monitored job: when they outnumber the sticky cache
+                # (SDK default 1000), every workflow task replays a whole history in a fresh sandbox.
+                max_cached_workflows=MAX_CACHED_WORKFLOWS,
             )
         )
     if "cluster" in queues:

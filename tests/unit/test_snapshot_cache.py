@@ -24,7 +24,11 @@ async def test_concurrent_callers_share_one_fetch_and_the_cache_expires() -> Non
         nonlocal calls
         calls += 1
         await asyncio.sleep(0.05)
-        return ClusterSnapshot(cluster="lab", taken_at=clock(), jobs=(JobSnapshot(job_id="1"), JobSnapshot(job_id="1", submit_time=5)))
+        return ClusterSnapshot(
+            cluster="lab",
+            taken_at=clock(),
+            jobs=(JobSnapshot(job_id="1"), JobSnapshot(job_id="1", submit_time=5)),
+        )
 
     cache = SnapshotCache(fetch, max_age_s=2.0, clock=clock)
     await asyncio.gather(*(cache.get() for _ in range(500)))

@@ -17,9 +17,10 @@ _SYSLOG_HOST = re.compile(
     r"^(?:[A-Z][a-z]{2} +\d+ [\d:]{8}|\d{4}-\d\d-\d\dT[\d:.+-]+) (?P<host>[A-Za-z][A-Za-z0-9_.-]*) "
     r"(?:kernel|nvidia|slurmd|slurmstepd|systemd|dcgm|nv-hostengine)"
 )
-# pdsh/clush/`srun --label`-style host prefix in front of kernel and driver messages (dmesg collected per node).
+# pdsh/clush-style host prefix in front of kernel and driver messages (dmesg collected per node).
 _HOST_PREFIX = re.compile(
-    r"^(?P<host>[A-Za-z][A-Za-z0-9_.-]*): (?:\[\s*\d+\.\d+\] )?(?:NVRM|kernel|nvidia|mlx5|Xid|pcieport)"
+    r"^(?P<host>[A-Za-z][A-Za-z0-9_.-]*): (?:\[\s*\d+\.\d+\] )?"
+    r"(?:NVRM|kernel|nvidia|mlx5|Xid|pcieport)"
 )
 _VALID_HOST = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
 
