@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from trainguard.models import Mode
+from trainguard.policy.config import PolicyConfig
 
 DEFAULT_STATE_DIR = Path(os.environ.get("TRAINGUARD_HOME", "var"))
 
@@ -91,26 +92,10 @@ class WatchdogSettings(Section):
     environment_pattern: str = ".*"  # jobs whose opt-in environment matches are guarded by the watchdog
 
 
-class PolicySettings(Section):
-    retry_budget: int = Field(default=5, ge=0)
-    max_excluded_nodes: int = Field(default=8, ge=0)
-    min_nodes_left: int = Field(default=1, ge=0)
-    no_checkpoint_attempts: int = Field(default=3, ge=1)
-    storm_restarts: int = Field(default=5, ge=1)
-    storm_window_s: float = Field(default=1800.0, gt=0)
-    restart_cost_s: float = Field(default=120.0, ge=0)
-    drain_enabled: bool = False
-    drain_jobs_threshold: int = Field(default=2, ge=1)
-    drain_window_s: float = Field(default=86400.0, gt=0)
-    # Documented in docs/policy.md; mirrored by trainguard.policy.PolicyConfig.
-    same_failure_limit: int = Field(default=2, ge=1)
-    same_failure_resets_on_checkpoint: bool = True
-    straggler_horizon_s: float = Field(default=3600.0, gt=0)
-    requeue_on_time_limit: bool = True
-    exclude_on_node_failure: bool = True
-    array_systemic_tasks: int = Field(default=3, ge=2)
-    array_systemic_nodes: int = Field(default=2, ge=1)
-    array_window_s: float = Field(default=3600.0, gt=0)
+class PolicySettings(PolicyConfig):
+    """The policy's own knobs (trainguard.policy.PolicyConfig, documented in docs/policy.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class AttributionSettings(Section):

@@ -1,5 +1,5 @@
-"""Policy knobs. Field names and defaults mirror `trainguard.settings.PolicySettings`, so the worker
-builds this with `PolicyConfig(**settings.policy.model_dump())`; a test keeps the two in step."""
+"""Policy knobs. `trainguard.settings.PolicySettings` is this model (stricter: unknown keys fail), so the
+worker builds the workflow's copy with `PolicyConfig(**settings.policy.model_dump())`."""
 
 from __future__ import annotations
 
