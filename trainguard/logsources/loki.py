@@ -5,15 +5,12 @@
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import httpx
 
-from trainguard.logsources.base import LogChunk
 from trainguard.logsources.http import LogBackendError, raise_for_backend
-from trainguard.logsources.timeline import MAX_LINES_PER_QUERY, LogLine, read_forward
-from trainguard.models import LogCursor
+from trainguard.logsources.timeline import LogLine, TimelineSource
 
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -69,29 +66,12 @@ def parse_streams(doc: object) -> list[LogLine]:
     return [LogLine(ts, line, labels) for ts, labels, _, line in keyed]
 
 
-class LokiLogSource:
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        query: str,
-        *,
-        start_ns: int,
-        page_lines: int = 1000,
-        clock: Callable[[], float] = time.time,
-        owns_client: bool = False,
-    ) -> None:
-        self._client = client
-        self.query = query
-        self._start_ns = start_ns
-        self._page = max(1, min(page_lines, MAX_LINES_PER_QUERY))
-        self._clock = clock
-        self._owns_client = owns_client
+class LokiLogSource(TimelineSource):
+    @property
+    def query(self) -> str:
+        return self._key
 
-    async def close(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def query_range(self, start_ns: int, end_ns: int, limit: int) -> list[LogLine]:
+    async def fetch(self, start_ns: int, end_ns: int, limit: int) -> list[LogLine]:
         params = {
             "query": self.query,
             "start": str(start_ns),
@@ -105,14 +85,3 @@ class LokiLogSource:
             raise LogBackendError(f"Loki unreachable: {err!r}", retryable=True) from None
         raise_for_backend(response, "Loki query_range")
         return parse_streams(response.json())
-
-    async def read(self, cursor: LogCursor, max_bytes: int) -> LogChunk:
-        return await read_forward(
-            self.query_range,
-            key=self.query,
-            start_ns=self._start_ns,
-            now=self._clock(),
-            page_lines=self._page,
-            cursor=cursor,
-            max_bytes=max_bytes,
-        )

@@ -7,8 +7,11 @@ can share one nanosecond, and so the first `count` lines at it are skipped.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+import httpx
 
 from trainguard.logsources.base import LogChunk
 from trainguard.models import LogCursor
@@ -74,3 +77,42 @@ async def read_forward(
         else:
             last_ts, count = line.ts_ns, 1
     return LogChunk(b"".join(out), LogCursor(source=key, offset=last_ts, identity=str(count)), reset)
+
+
+class TimelineSource:
+    """A log source over one HTTP backend query; subclasses say how to fetch a time window of lines."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        key: str,
+        *,
+        start_ns: int,
+        page_lines: int = 1000,
+        clock: Callable[[], float] = time.time,
+        owns_client: bool = False,
+    ) -> None:
+        self._client = client
+        self._key = key
+        self._start_ns = start_ns
+        self._page = max(1, min(page_lines, MAX_LINES_PER_QUERY))
+        self._clock = clock
+        self._owns_client = owns_client
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def fetch(self, start_ns: int, end_ns: int, limit: int) -> list[LogLine]:
+        raise NotImplementedError
+
+    async def read(self, cursor: LogCursor, max_bytes: int) -> LogChunk:
+        return await read_forward(
+            self.fetch,
+            key=self._key,
+            start_ns=self._start_ns,
+            now=self._clock(),
+            page_lines=self._page,
+            cursor=cursor,
+            max_bytes=max_bytes,
+        )

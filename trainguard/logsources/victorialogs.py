@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import httpx
 
-from trainguard.logsources.base import LogChunk
 from trainguard.logsources.http import LogBackendError, raise_for_backend
 from trainguard.logsources.loki import logql_string
-from trainguard.logsources.timeline import MAX_LINES_PER_QUERY, LogLine, read_forward
-from trainguard.models import LogCursor
+from trainguard.logsources.timeline import LogLine, TimelineSource
 
 _SIMPLE_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
@@ -81,33 +78,16 @@ def parse_json_lines(text: str) -> list[LogLine]:
     return [LogLine(ts, line, labels) for ts, labels, _, line in keyed]
 
 
-class VictoriaLogsLogSource:
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        filters: str,
-        *,
-        start_ns: int,
-        page_lines: int = 1000,
-        clock: Callable[[], float] = time.time,
-        owns_client: bool = False,
-    ) -> None:
-        self._client = client
-        self.filters = filters
-        self._start_ns = start_ns
-        self._page = max(1, min(page_lines, MAX_LINES_PER_QUERY))
-        self._clock = clock
-        self._owns_client = owns_client
-
-    async def close(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()
+class VictoriaLogsLogSource(TimelineSource):
+    @property
+    def filters(self) -> str:
+        return self._key
 
     def build_query(self, start_ns: int, end_ns: int, limit: int) -> str:
         window = f"_time:[{format_rfc3339_ns(start_ns)}, {format_rfc3339_ns(end_ns)})"
         return f"{self.filters} {window} | sort by (_time) | limit {limit}"
 
-    async def query(self, start_ns: int, end_ns: int, limit: int) -> list[LogLine]:
+    async def fetch(self, start_ns: int, end_ns: int, limit: int) -> list[LogLine]:
         try:
             response = await self._client.post(
                 "/select/logsql/query", data={"query": self.build_query(start_ns, end_ns, limit)}
@@ -116,14 +96,3 @@ class VictoriaLogsLogSource:
             raise LogBackendError(f"VictoriaLogs unreachable: {err!r}", retryable=True) from None
         raise_for_backend(response, "VictoriaLogs query")
         return parse_json_lines(response.text)
-
-    async def read(self, cursor: LogCursor, max_bytes: int) -> LogChunk:
-        return await read_forward(
-            self.query,
-            key=self.filters,
-            start_ns=self._start_ns,
-            now=self._clock(),
-            page_lines=self._page,
-            cursor=cursor,
-            max_bytes=max_bytes,
-        )

@@ -175,12 +175,9 @@ async def _query_lines(
     settings: LogSettings, client: httpx.AsyncClient, job: JobSnapshot, window: Window
 ) -> list[LogLine]:
     query = backend_query(settings, job)
-    if settings.backend == "loki":
-        return await LokiLogSource(client, query, start_ns=window.start_ns).query_range(
-            window.start_ns, window.end_ns, MAX_LINES_PER_QUERY
-        )
-    source = VictoriaLogsLogSource(client, query, start_ns=window.start_ns)
-    return await source.query(window.start_ns, window.end_ns, MAX_LINES_PER_QUERY)
+    kind = LokiLogSource if settings.backend == "loki" else VictoriaLogsLogSource
+    source = kind(client, query, start_ns=window.start_ns)
+    return await source.fetch(window.start_ns, window.end_ns, MAX_LINES_PER_QUERY)
 
 
 async def _check_backend(
