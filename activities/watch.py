@@ -19,6 +19,7 @@ from temporalio import activity
 from activities.snapshot_cache import SnapshotCache
 from trainguard import contracts as c
 from trainguard.detection.analyzer import LogAnalyzer
+from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
 from trainguard.identity import matches_workload
 from trainguard.logsources.base import LogSource
@@ -71,7 +72,9 @@ class JobWatcher:
         clock: Callable[[], float] = time.time,
         gpu_probe: GpuProbe | None = None,
         gpu_interval_s: float = 15.0,
+        progress_config: ProgressConfig | None = None,
     ) -> None:
+        self.progress_config = progress_config
         self.client = client
         self.cache = cache
         self.sources = sources
@@ -135,7 +138,9 @@ class JobWatcher:
                 full = await self.client.job(job.job_id)
                 stdout_path = (full.stdout_path if full else "") or job.stdout_path
             if analyzer is None:
-                analyzer = LogAnalyzer(progress, node_of_rank=_rank_to_node(job.nodes))
+                analyzer = LogAnalyzer(
+                    progress, config=self.progress_config, node_of_rank=_rank_to_node(job.nodes)
+                )
             progress_before = analyzer.progress_lines
             if stdout_path:
                 source = self.sources(job, stdout_path)

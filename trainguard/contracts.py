@@ -42,10 +42,10 @@ class RecoveryConfig(Frozen):
     cluster_queue: str
     control_queue: str = "trainguard-control"
     acknowledged: bool = False
-    watch_slice_s: float = 300.0
+    watch_slice_s: float = 1800.0
     poll_interval_s: float = 1.0
     settle_s: float = 1.0
-    heartbeat_timeout_s: float = 30.0
+    heartbeat_timeout_s: float = 300.0
     watchdog_enabled: bool = True
     decision_timeout_s: float = 120.0
     action_timeout_s: float = 60.0

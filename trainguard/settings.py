@@ -79,9 +79,17 @@ class AuditSettings(Section):
 
 class WatchSettings(Section):
     poll_interval_s: float = Field(default=1.0, gt=0)
-    slice_s: float = Field(default=300.0, gt=0)  # an idle watch activity returns after this long
+    # An idle watch activity returns after this long (one activity start per slice per workload).
+    slice_s: float = Field(default=1800.0, gt=0)
     max_read_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
-    heartbeat_timeout_s: float = Field(default=30.0, gt=0)
+    # How long a crashed worker's watches wait before another worker takes them over; heartbeats are
+    # billed Temporal actions, sent at most every 0.8 x this. A graceful shutdown hands them over at once.
+    heartbeat_timeout_s: float = Field(default=300.0, gt=0)
+    # Hang: no progress line for hang_factor x the job's own interval, within [floor, ceiling].
+    hang_factor: float = Field(default=2.0, gt=1)
+    hang_floor_s: float = Field(default=60.0, gt=0)
+    hang_ceiling_s: float = Field(default=3600.0, gt=0)
+    progress_patterns: list[str] = Field(default_factory=list)  # extra regexes for progress lines
 
 
 class WatchdogSettings(Section):

@@ -24,6 +24,7 @@ from activities.watch import JobWatcher, SourceFactory
 from trainguard import contracts as c
 from trainguard.api.temporal_control import connect_client
 from trainguard.audit.store import AuditStore
+from trainguard.detection.progress import ProgressConfig
 from trainguard.gpumetrics.prometheus import gpu_findings
 from trainguard.logsources.base import LogSource
 from trainguard.logsources.factory import make_log_source
@@ -31,7 +32,7 @@ from trainguard.logsources.files import FileLogSource
 from trainguard.logsources.http import make_http_client
 from trainguard.models import Finding, JobSnapshot
 from trainguard.policy import PolicyConfig
-from trainguard.settings import Settings
+from trainguard.settings import Settings, WatchSettings
 from trainguard.slurm.client import SlurmClient
 from trainguard.slurm.runner import Runner, make_runner
 from workflows.cluster_watch import ClusterWatchWorkflow
@@ -81,6 +82,16 @@ async def ensure_cluster_watch(client: Client, settings: Settings, *, search_att
         id=f"trainguard-cluster-{settings.cluster.name}",
         task_queue=settings.temporal.control_task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+def progress_config(watch: WatchSettings) -> ProgressConfig:
+    base = ProgressConfig()
+    return ProgressConfig(
+        patterns=(*watch.progress_patterns, *base.patterns),
+        hang_factor=watch.hang_factor,
+        hang_floor_s=watch.hang_floor_s,
+        hang_ceiling_s=watch.hang_ceiling_s,
     )
 
 
@@ -162,6 +173,7 @@ def build_workers(
             sources,
             max_read_bytes=settings.watch.max_read_bytes,
             gpu_probe=gpu_probe if metrics.prometheus_url else None,
+            progress_config=progress_config(settings.watch),
         )
         cluster = ClusterActivities(
             settings.cluster.name, slurm, cache, watcher, client, search_attributes=search_attributes

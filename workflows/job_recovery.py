@@ -76,7 +76,7 @@ class JobRecoveryWorkflow:
         self.carry = carry
         self.pending: list[AuditEventIn] = []
         self.status_dirty = inp.carry is None
-        self.resume_flag = False  # set by handlers to wake the loop
+        self.last_search_attrs: tuple[object, ...] = ()
 
     # ---- handlers: change state, enqueue audit; no decisions -------------------------------------
     @workflow.query
@@ -583,7 +583,10 @@ class JobRecoveryWorkflow:
         events, self.pending = tuple(self.pending), []
         status = self.carry.status.model_copy(update={"updated_at": workflow.time()})
         self.status_dirty = False
-        if self.cfg.search_attributes:
+        # Upserts are billed Temporal actions: only when a filterable value changed.
+        attrs = (status.mode, status.state, status.last_category)
+        if self.cfg.search_attributes and attrs != self.last_search_attrs:
+            self.last_search_attrs = attrs
             workflow.upsert_search_attributes(status_search_attributes(status))
         await workflow.execute_activity(
             c.RECORD_EVENTS,

@@ -94,3 +94,21 @@ async def test_malformed_comment_is_reported_and_ignored(stack: Stack) -> None:
     record = await stack.wait_job_state(job, {"COMPLETED"})
     assert record["Restarts"] == "0"
     assert [e.event_type for e in stack.events(job.job_id)] == [EventType.MALFORMED_COMMENT]
+
+
+async def test_a_hang_is_detected_from_the_jobs_own_rhythm_and_recovered(stack: Stack) -> None:
+    job = stack.submit(
+        comment=comment("action"),
+        env={
+            "TRAINSIM_FAULT": "hang",
+            "TRAINSIM_FAULT_AT": "12",
+            "TRAINSIM_FAULT_ONCE": str(stack.workdir / f"hang-{len(stack.jobs)}"),
+        },
+    )
+    events = await stack.wait_for_event(job.job_id, EventType.COMPLETED, timeout=150)
+    detection = next(e for e in events if e.event_type == EventType.DETECTION)
+    assert detection.category == "hang"
+    record = job.show()
+    assert record["JobState"] == "COMPLETED" and record["Restarts"] == "1"
+    # a hang implicates no node: nothing is excluded
+    assert record.get("ExcNodeList") in ("(null)", None)

@@ -1,0 +1,375 @@
+"""Scale: N workloads monitored at once by one TrainGuard worker against the Temporal dev server.
+
+Real Temporal (dev server, in memory or on a SQLite file) and TrainGuard's real workers (workflows,
+activities, audit store), with a simulated Slurm (bench/simcluster.py: the SlurmClient interface, job
+output files in memory read by the real FileLogSource). The worker discovers the N opted-in jobs itself
+(ClusterWatch), then the benchmark injects faults at `--faults-per-hour` per workload for `--duration`
+seconds and reports detection latency, the worker's CPU and peak memory, and Temporal's cost per healthy
+workload-hour: history events (from sampled histories) and billable actions (activities, timers,
+signals, search-attribute upserts from histories; heartbeats from the dev server's metrics).
+
+    .venv/bin/python -m bench.scale                          # 2000 workloads, in-memory, ~8 min
+    .venv/bin/python -m bench.scale --db-file                # the same on a SQLite file
+    .venv/bin/python -m bench.scale --workloads 200 --duration 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import shutil
+import signal
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from temporalio.api.enums.v1 import EventType as HistoryEvent
+from temporalio.client import Client
+
+from bench.common import (
+    Dist,
+    cpu_seconds,
+    fmt,
+    free_port,
+    peak_rss_mib,
+    proc_cpu_seconds,
+    proc_rss_mib,
+    table,
+)
+from bench.simcluster import SimFiles, SimSlurm, SimWorkloads, opt_in_comment
+from trainguard.audit.store import AuditStore
+from trainguard.contracts import RecoveryConfig
+from trainguard.localstack.temporal import LocalTemporal
+from trainguard.models import EventType, Mode
+from trainguard.settings import AuditSettings, ClusterSettings, Settings, TemporalSettings, WatchSettings
+from workers.worker import Runtime, build_workers, connect, ensure_cluster_watch
+
+BASE = Path("/tmp/tg-bench/scale")
+CLUSTER = "sim"
+# What Temporal Cloud bills as an action, as far as a workflow history shows it. Heartbeats are billed
+# too but leave no history event; they come from the server's request counter.
+BILLED = {
+    HistoryEvent.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: "start",
+    HistoryEvent.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: "activity",
+    HistoryEvent.EVENT_TYPE_TIMER_STARTED: "timer",
+    HistoryEvent.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: "signal",
+    HistoryEvent.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED: "signal",
+    HistoryEvent.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: "upsert",
+    HistoryEvent.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED: "child",
+    HistoryEvent.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: "update",
+}
+
+
+class MeteredTemporal(LocalTemporal):
+    """The dev server with its Prometheus endpoint on, to count heartbeat requests."""
+
+    def __init__(self, base_dir: Path, *, port: int, metrics_port: int, db_file: Path | None) -> None:
+        super().__init__(base_dir, port=port, ui_port=None, db_file=db_file)
+        self.metrics_port = metrics_port
+
+    def argv(self) -> list[str]:
+        return [*super().argv(), "--metrics-port", str(self.metrics_port)]
+
+
+async def server_requests(port: int) -> Counter[str]:
+    """Frontend requests by operation, from the dev server's /metrics."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        if not line.startswith("service_requests{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        op = labels.partition('operation="')[2].partition('"')[0]
+        with contextlib.suppress(ValueError):
+            counts[op] += int(float(value))
+    return counts
+
+
+@dataclass
+class Snapshot:
+    at: float
+    cpu_s: float
+    server_cpu_s: float
+    requests: Counter[str] = field(default_factory=Counter)
+
+
+async def take(server: MeteredTemporal) -> Snapshot:
+    pid = server.pid()
+    return Snapshot(
+        time.time(),
+        cpu_seconds(),
+        (proc_cpu_seconds(pid) or 0.0) if pid else 0.0,
+        await server_requests(server.metrics_port),
+    )
+
+
+async def wait_started(client: Client, n: int, timeout: float) -> float:
+    """Seconds until N JobRecovery workflows run (counted by the server's visibility store)."""
+    started = time.monotonic()
+    deadline = started + timeout
+    query = "WorkflowType = 'JobRecovery' AND ExecutionStatus = 'Running'"
+    while time.monotonic() < deadline:
+        count = (await client.count_workflows(query)).count
+        if count >= n:
+            return time.monotonic() - started
+        await asyncio.sleep(2.0)
+    raise TimeoutError(f"only {count} of {n} workflows started within {timeout:.0f} s")
+
+
+async def history_costs(
+    client: Client, workflow_ids: Sequence[str], since: float, until: float
+) -> Counter[str]:
+    """History events (by type name) and billed actions ("action:<kind>") inside [since, until)."""
+    totals: Counter[str] = Counter()
+    for wid in workflow_ids:
+        history = await client.get_workflow_handle(wid).fetch_history()
+        for event in history.events:
+            ts = event.event_time.ToSeconds() + event.event_time.nanos / 1e9
+            if not since <= ts < until:
+                continue
+            totals["events"] += 1
+            totals[HistoryEvent.Name(event.event_type)] += 1
+            if event.event_type in BILLED:
+                totals["action:" + BILLED[event.event_type]] += 1
+            if event.event_type == HistoryEvent.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                totals["continue_as_new"] += 1
+    return totals
+
+
+def detection_latencies(store: AuditStore, faults: dict[str, float]) -> tuple[list[float], int]:
+    """Fault line written -> DETECTION recorded, for each injected fault; and how many went undetected."""
+    first: dict[str, float] = {}
+    cursor: str | None = None
+    while True:
+        page = store.list_events(event_type=EventType.DETECTION, cluster=CLUSTER, cursor=cursor, limit=500)
+        for e in page.items:
+            first.setdefault(e.job_id, e.ts)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    found = [first[j] - at for j, at in faults.items() if j in first]
+    return found, len(faults) - len(found)
+
+
+@dataclass
+class Report:
+    workloads: int
+    db: str
+    start_s: float
+    window_s: float
+    fault_window_s: float
+    fault_worker_cores: float
+    faults: int
+    undetected: int
+    detection: Dist
+    worker_cores: float
+    worker_peak_mib: float
+    server_cores: float
+    server_peak_mib: float
+    per_hour: dict[str, float]
+    heartbeats_per_hour: float
+    history_limit: int
+
+    def render(self) -> str:
+        ph = self.per_hour
+        actions = sum(v for k, v in ph.items() if k.startswith("action:")) + self.heartbeats_per_hour
+        events = ph.get("events", 0.0)
+        can_every_h = self.history_limit / events if events else float("inf")
+        rows = [
+            ["workloads", str(self.workloads)],
+            ["dev server store", self.db],
+            [
+                "start-up: all workflows running after",
+                f"{self.start_s:.0f} s ({self.workloads / self.start_s:.0f}/s)",
+            ],
+            [
+                "healthy window (no faults) / fault window",
+                f"{self.window_s:.0f} s / {self.fault_window_s:.0f} s",
+            ],
+            ["faults injected / undetected", f"{self.faults} / {self.undetected}"],
+            [
+                "detection p50 / p95 / max",
+                f"{fmt(self.detection.p50)} / {fmt(self.detection.p95)} / {fmt(self.detection.max)} s",
+            ],
+            [
+                "worker CPU, cores (incl. simulated Slurm): healthy / faults",
+                f"{self.worker_cores:.2f} / {self.fault_worker_cores:.2f}",
+            ],
+            ["worker peak RSS", f"{self.worker_peak_mib:.0f} MiB"],
+            [
+                "dev server CPU (cores) / peak RSS",
+                f"{self.server_cores:.2f} / {self.server_peak_mib:.0f} MiB",
+            ],
+            ["history events / healthy workload-hour", fmt(events)],
+            ["actions / healthy workload-hour", fmt(actions)],
+            ["  of which heartbeats", fmt(self.heartbeats_per_hour)],
+            *[
+                [f"  of which {k.removeprefix('action:')}", fmt(v)]
+                for k, v in sorted(ph.items())
+                if k.startswith("action:")
+            ],
+            [
+                "continue-as-new (history limit / events per hour)",
+                f"every {can_every_h:.0f} h (limit {self.history_limit})",
+            ],
+        ]
+        return table(["scale", "value"], rows)
+
+
+async def run(args: argparse.Namespace) -> Report:
+    base = Path(args.base_dir)
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    db_file = base / "temporal.db" if args.db_file else None
+    server = MeteredTemporal(base / "temporal", port=free_port(), metrics_port=free_port(), db_file=db_file)
+    runtime: Runtime | None = None
+    tasks: list[asyncio.Task[None]] = []
+    store: AuditStore | None = None
+    try:
+        await asyncio.to_thread(server.start)
+        audit_url = f"sqlite:///{base / ('audit-' + uuid.uuid4().hex[:8] + '.db')}"
+        settings = Settings(
+            temporal=TemporalSettings(address=server.address, control_task_queue="trainguard-control-sim"),
+            cluster=ClusterSettings(
+                name=CLUSTER,
+                mode=Mode.ACTION,
+                acknowledge_scheduler_actions=True,
+                snapshot_interval_s=args.snapshot_interval,
+            ),
+            audit=AuditSettings(url=audit_url),
+            watch=WatchSettings(
+                poll_interval_s=args.poll_interval,
+                slice_s=args.slice,
+                heartbeat_timeout_s=args.heartbeat_timeout,
+            ),
+        )
+        files = SimFiles()
+        sim = SimSlurm(CLUSTER, files, restart_delay_s=6.0)
+        comment = opt_in_comment("action")
+        names = [n.name for n in sim.nodes]
+        for i in range(args.workloads):
+            sim.add_job(
+                str(100000 + i),
+                comment=comment,
+                interval_s=random.uniform(*args.interval),
+                nodes=tuple(random.sample(names, 2)),
+            )
+        workloads = SimWorkloads(sim, faults_per_hour=args.faults_per_hour)
+        tasks.append(asyncio.create_task(workloads.run()))
+        client = await connect(settings)
+        runtime = build_workers(client, settings, slurm=sim)
+        tasks += [asyncio.create_task(w.run()) for w in runtime.workers]
+        await ensure_cluster_watch(client, settings)
+        start_s = await wait_started(client, args.workloads, timeout=args.start_timeout)
+        print(f"{args.workloads} workflows running after {start_s:.0f} s", flush=True)
+        await asyncio.sleep(args.warmup)
+        # Healthy window first (no faults): what monitoring alone costs; then the fault window.
+        before = await take(server)
+        await asyncio.sleep(args.healthy)
+        after = await take(server)
+        workloads.faulting = True
+        await asyncio.sleep(args.duration)
+        workloads.faulting = False
+        await asyncio.sleep(args.drain)  # let the last faults' detections land
+        end = await take(server)
+        store = AuditStore.from_url(audit_url)
+        faults = {f.job_id: f.at for f in workloads.faults}
+        latencies, undetected = await asyncio.to_thread(detection_latencies, store, faults)
+        healthy = [j.snap for j in sim.jobs.values() if j.snap.job_id not in faults]
+        sample = random.sample(healthy, min(args.sample, len(healthy)))
+        ids = [f"trainguard-job-{CLUSTER}-{s.job_id}-{s.submit_time}" for s in sample]
+        costs = await history_costs(client, ids, before.at, after.at)
+        window = after.at - before.at
+        fault_window = end.at - after.at
+        hours = window / 3600.0
+        heartbeats = (
+            after.requests["RecordActivityTaskHeartbeat"] - before.requests["RecordActivityTaskHeartbeat"]
+        )
+        pid = server.pid()
+        return Report(
+            workloads=args.workloads,
+            db="SQLite file" if db_file else "in memory",
+            start_s=start_s,
+            window_s=window,
+            fault_window_s=fault_window,
+            faults=len(faults),
+            undetected=undetected,
+            detection=Dist.of(latencies),
+            worker_cores=(after.cpu_s - before.cpu_s) / window,
+            worker_peak_mib=peak_rss_mib(),
+            server_cores=(after.server_cpu_s - before.server_cpu_s) / window,
+            fault_worker_cores=(end.cpu_s - after.cpu_s) / fault_window,
+            server_peak_mib=(proc_rss_mib(pid) or 0.0) if pid else 0.0,
+            per_hour={k: v / len(ids) / hours for k, v in costs.items()} if ids else {},
+            heartbeats_per_hour=heartbeats / args.workloads / hours,
+            history_limit=RecoveryConfig(cluster_queue="-").history_limit,
+        )
+    finally:
+        if runtime is not None:
+            await runtime.shutdown()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if store is not None:
+            store.close()
+        await asyncio.to_thread(server.stop)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    watch = WatchSettings()
+    p = argparse.ArgumentParser(description="TrainGuard at scale: N workloads on the Temporal dev server")
+    p.add_argument("--workloads", type=int, default=2000)
+    p.add_argument("--healthy", type=float, default=300.0, help="seconds of the healthy (fault-free) window")
+    p.add_argument("--duration", type=float, default=180.0, help="seconds of the window with faults")
+    p.add_argument("--warmup", type=float, default=20.0)
+    p.add_argument("--drain", type=float, default=20.0)
+    p.add_argument("--db-file", action="store_true", help="dev server on a SQLite file instead of in memory")
+    p.add_argument("--faults-per-hour", type=float, default=0.5, help="per workload, in the fault window")
+    p.add_argument(
+        "--interval",
+        type=float,
+        nargs=2,
+        default=(5.0, 30.0),
+        metavar=("MIN", "MAX"),
+        help="seconds between a job's progress lines (uniform per job)",
+    )
+    p.add_argument("--poll-interval", type=float, default=watch.poll_interval_s)
+    p.add_argument("--slice", type=float, default=watch.slice_s)
+    p.add_argument("--heartbeat-timeout", type=float, default=watch.heartbeat_timeout_s)
+    p.add_argument("--snapshot-interval", type=float, default=ClusterSettings().snapshot_interval_s)
+    p.add_argument("--sample", type=int, default=50, help="healthy workflows whose histories are counted")
+    p.add_argument("--start-timeout", type=float, default=600.0)
+    p.add_argument("--base-dir", default=str(BASE))
+    return p.parse_args(argv)
+
+
+async def _main(args: argparse.Namespace) -> Report:
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if task is not None:
+            loop.add_signal_handler(sig, task.cancel)  # stop the dev server on Ctrl-C too
+    return await run(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    report = asyncio.run(_main(args))
+    print(report.render())
+    print(
+        "\nper healthy workload-hour: counted in the histories of sampled never-faulted workloads over the"
+        "\nhealthy window; heartbeats from the dev server's request counter over all workloads."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
