@@ -58,7 +58,7 @@ class ClusterActivities:
     @activity.defn(name=c.DISCOVER_JOBS)
     async def discover_jobs(self, inp: c.DiscoverInput) -> c.DiscoverResult:
         deadline = time.time() + inp.slice_s
-        env_re = re.compile(inp.environment_pattern)
+        env_re = re.compile(inp.environment_pattern, re.DOTALL)
         totals = c.DiscoverResult()
         while True:
             snap = await self.cache.get()

@@ -45,7 +45,8 @@ class RecoveryConfig(Frozen):
     watch_slice_s: float = 1800.0
     poll_interval_s: float = 1.0
     settle_s: float = 1.0
-    heartbeat_timeout_s: float = 300.0
+    heartbeat_timeout_s: float = 300.0  # the long watch activities
+    step_heartbeat_timeout_s: float = 10.0  # scheduler steps and audit writes: a dead worker is noticed fast
     watchdog_enabled: bool = True
     decision_timeout_s: float = 120.0
     action_timeout_s: float = 60.0

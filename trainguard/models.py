@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_EVIDENCE_CHARS = 400
 """Log lines are untrusted and can be megabytes long; only a bounded excerpt enters history."""
@@ -82,8 +82,15 @@ class WorkloadId(Frozen):
 class OptIn(Frozen):
     """The `trainguard` object of a job's --comment."""
 
-    environment: str = "default"
+    environment: str = Field(default="default", min_length=1, max_length=200)
     mode: Mode = Mode.OBSERVE
+
+    @field_validator("environment")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise ValueError("must not contain control characters (newlines, tabs, ...)")
+        return value
 
 
 class Finding(Frozen):

@@ -77,6 +77,7 @@ class JobRecoveryWorkflow:
         self.pending: list[AuditEventIn] = []
         self.status_dirty = inp.carry is None
         self.last_search_attrs: tuple[object, ...] = ()
+        self.iteration_before_watch: int | None = None
 
     # ---- handlers: change state, enqueue audit; no decisions -------------------------------------
     @workflow.query
@@ -166,6 +167,7 @@ class JobRecoveryWorkflow:
                     await handle
                 return None
         result = await handle
+        self.iteration_before_watch = carry.progress.last_iteration
         self._set_carry(cursor=result.cursor, stdout_path=result.stdout_path or carry.stdout_path)
         obs = result.observation
         self._set_carry(progress=obs.progress, last_job=obs.job or self.carry.last_job)
@@ -178,6 +180,7 @@ class JobRecoveryWorkflow:
         job = obs.job
         phase = self.carry.phase
         if kind == ObservationKind.COMPLETED:
+            self._derive_missed_lifecycle(obs)
             self._event(EventType.COMPLETED, message="training completed", data=self._job_data(job))
             self._set_status(state=WorkloadState.COMPLETED)
         elif kind == ObservationKind.GONE:
@@ -220,6 +223,31 @@ class JobRecoveryWorkflow:
             self._set_status(state=WorkloadState.WATCHING)
         elif kind in (ObservationKind.FAILURE, ObservationKind.STRAGGLER) and not phase.failure_handled:
             await self._on_failure(obs)
+
+    def _derive_missed_lifecycle(self, obs: Observation) -> None:
+        """A whole attempt can pass while no worker watched (e.g. a long worker outage): record its
+        restart and resumption from Slurm's restart count and the log, marked as derived."""
+        job, phase = obs.job, self.carry.phase
+        if job is None:
+            return
+        if job.restart_count > phase.attempt_restarts:
+            self._event(
+                EventType.ALLOCATION_RESTARTED,
+                attempt=job.restart_count,
+                nodes=job.nodes,
+                message=f"allocation restarted on {','.join(job.nodes) or '?'} (seen after the fact)",
+                data={**self._job_data(job), "derived": True},
+            )
+            self._set_status(attempts=job.restart_count)
+        restarted = job.restart_count > phase.attempt_restarts or phase.awaiting_progress
+        before, after = self.iteration_before_watch, obs.progress.last_iteration
+        if restarted and after is not None and (before is None or after != before):
+            self._event(
+                EventType.TRAINING_RESUMED,
+                attempt=job.restart_count,
+                message=f"training resumed (seen after the fact); reached iteration {after}",
+                data={"iteration": after, "derived": True},
+            )
 
     # ---- failure handling -------------------------------------------------------------------------------
     async def _on_failure(self, obs: Observation) -> None:
@@ -292,6 +320,7 @@ class JobRecoveryWorkflow:
     async def _decide_with_watchdog(
         self, findings: tuple[Finding, ...], job: JobSnapshot | None, held: bool, usable: tuple[str, ...]
     ) -> tuple[Verdict, Advice] | None:
+        started = workflow.time()
         try:
             if self.cfg.watchdog_enabled:
                 return await asyncio.wait_for(
@@ -299,9 +328,12 @@ class JobRecoveryWorkflow:
                 )
             return await self._decide(findings, job, usable)
         except (TimeoutError, ActivityError) as err:
-            why = (
-                "timed out" if not isinstance(err, ActivityError) else f"failed: {clip(str(err.cause), 200)}"
-            )
+            # The timer cancels the attribution activity, which can surface as a cancelled ActivityError.
+            late = workflow.time() - started >= self.cfg.decision_timeout_s
+            if late or not isinstance(err, ActivityError):
+                why = f"timed out after {self.cfg.decision_timeout_s:g} s"
+            else:
+                why = f"failed: {clip(str(err.cause), 200)}"
             await self._watchdog_release(held, f"attribution/decision {why}")
             return None
 
@@ -479,7 +511,7 @@ class JobRecoveryWorkflow:
                 task_queue=self.cfg.cluster_queue,
                 schedule_to_close_timeout=timedelta(seconds=self.cfg.action_timeout_s),
                 start_to_close_timeout=timedelta(seconds=min(30.0, self.cfg.action_timeout_s)),
-                heartbeat_timeout=timedelta(seconds=self.cfg.heartbeat_timeout_s),
+                heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
                 retry_policy=ACTION_RETRY,
             )
         except ActivityError as err:
@@ -513,7 +545,7 @@ class JobRecoveryWorkflow:
             c.RecordAdviceInput(workload=self.inp.workload, advice=advice, ts=workflow.time()),
             task_queue=self.cfg.control_queue,
             start_to_close_timeout=timedelta(seconds=30),
-            heartbeat_timeout=timedelta(seconds=self.cfg.heartbeat_timeout_s),
+            heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
         )
 
@@ -593,7 +625,7 @@ class JobRecoveryWorkflow:
             c.RecordEventsInput(events=events, status=status),
             task_queue=self.cfg.control_queue,
             start_to_close_timeout=timedelta(seconds=30),
-            heartbeat_timeout=timedelta(seconds=self.cfg.heartbeat_timeout_s),
+            heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
         )
 

@@ -40,6 +40,8 @@ def test_not_opted_in(comment: str | None) -> None:
         ('{"trainguard":{"mdoe":"action"}}', "unknown key"),
         ('{"trainguard":{},"nvidia-recovery":{}}', "use one"),
         ('["trainguard"]', "not a JSON object"),
+        ('{"trainguard":{"environment":"prod\\nrm -rf /"}}', "control characters"),
+        ('{"trainguard":{"environment":""}}', "environment"),
     ],
 )
 def test_malformed_comments_say_what_is_wrong(comment: str, needle: str) -> None:
