@@ -1,0 +1,158 @@
+"""The watch loop with an in-memory scheduler and log: what it reports, and when."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from activities.snapshot_cache import SnapshotCache
+from activities.watch import JobWatcher
+from trainguard import contracts as c
+from trainguard.logsources.base import LogChunk
+from trainguard.models import (
+    Attribution,
+    Category,
+    ClusterSnapshot,
+    Finding,
+    FindingSource,
+    JobSnapshot,
+    LogCursor,
+    NodeSnapshot,
+    ObservationKind,
+    WorkloadId,
+)
+
+W = WorkloadId(cluster="lab", job_id="5", submit_time=100)
+PROGRESS = " iteration {i:8d}/     200 | elapsed time per iteration (ms): 100.0 | lm loss: 6.5E+00 |\n"
+
+
+@dataclass
+class World:
+    job: JobSnapshot | None
+    log: bytearray = field(default_factory=bytearray)
+    nodes: tuple[NodeSnapshot, ...] = (
+        NodeSnapshot(name="node1", state="allocated"),
+        NodeSnapshot(name="node2", state="allocated"),
+        NodeSnapshot(name="node3", state="down", flags=("NOT_RESPONDING",)),
+    )
+
+    async def snapshot(self) -> ClusterSnapshot:
+        return ClusterSnapshot(
+            cluster="lab", taken_at=0.0, jobs=(self.job,) if self.job else (), nodes=self.nodes
+        )
+
+
+class Client:
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    async def job(self, job_id: str) -> JobSnapshot | None:
+        return self.world.job
+
+
+class Source:
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    async def read(self, cursor: LogCursor, max_bytes: int) -> LogChunk:
+        data = bytes(self.world.log[cursor.offset : cursor.offset + max_bytes])
+        return LogChunk(
+            data=data, cursor=cursor.model_copy(update={"offset": cursor.offset + len(data)}), reset=False
+        )
+
+
+def watcher(world: World, **kw: object) -> JobWatcher:
+    cache = SnapshotCache(world.snapshot, max_age_s=0.0)
+    return JobWatcher(Client(world), cache, lambda job, path: Source(world), **kw)  # type: ignore[arg-type]
+
+
+def running(**kw: object) -> JobSnapshot:
+    base = {
+        "job_id": "5",
+        "submit_time": 100,
+        "state": "RUNNING",
+        "nodes": ("node1", "node2"),
+        "stdout_path": "/x.out",
+    }
+    return JobSnapshot(**{**base, **kw})
+
+
+def inp(**kw: object) -> c.WatchInput:
+    fields: dict[str, object] = {"workload": W, "slice_s": 3.0, "poll_interval_s": 0.01, "settle_s": 0.05}
+    return c.WatchInput.model_validate({**fields, **kw})
+
+
+async def test_a_fatal_line_is_reported_with_the_rest_of_its_cascade() -> None:
+    world = World(job=running())
+    world.log += b"".join(PROGRESS.format(i=i).encode() for i in range(1, 4))
+    world.log += b"node2: NVRM: Xid (PCI:0000:3b:00): 79, pid=7, name=python3, GPU has fallen off the bus.\n"
+    result = await watcher(world).watch(inp(), lambda *a: None)
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE
+    assert any(f.category == Category.GPU_HARDWARE and "node2" in f.nodes for f in obs.findings)
+    assert obs.first_signal_at is not None and result.cursor.offset == len(world.log)
+    assert obs.progress.last_iteration == 3
+    assert obs.usable_nodes == ("node1", "node2")  # node3 is down
+
+
+async def test_quiet_healthy_job_ends_the_slice_without_findings() -> None:
+    world = World(job=running())
+    world.log += PROGRESS.format(i=1).encode()
+    result = await watcher(world).watch(inp(slice_s=0.1), lambda *a: None)
+    assert result.observation.kind == ObservationKind.SLICE_END
+    assert result.observation.findings == ()
+
+
+async def test_failures_of_a_handled_attempt_are_not_reported_again() -> None:
+    world = World(job=running())
+    world.log += b"[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    result = await watcher(world).watch(
+        inp(slice_s=0.1, phase=c.Phase(failure_handled=True)), lambda *a: None
+    )
+    assert result.observation.kind == ObservationKind.SLICE_END
+
+
+async def test_completion_wins_over_old_error_lines() -> None:
+    world = World(job=running(state="COMPLETED"))
+    world.log += b"Traceback (most recent call last):\nKeyError: 'x'\n" + b"training complete\n"
+    result = await watcher(world).watch(inp(), lambda *a: None)
+    assert result.observation.kind == ObservationKind.COMPLETED
+    assert result.observation.findings == ()
+
+
+async def test_a_job_that_vanished_or_was_resubmitted_under_the_same_id_is_gone() -> None:
+    world = World(job=running(submit_time=999))  # same id, a new job after a cluster reset
+    result = await watcher(world).watch(inp(), lambda *a: None)
+    assert result.observation.kind == ObservationKind.GONE
+
+
+async def test_gpu_metrics_findings_name_the_node() -> None:
+    world = World(job=running())
+    world.log += PROGRESS.format(i=1).encode()
+    xid = Finding(
+        source=FindingSource.METRICS,
+        pattern_id="dcgm.xid.79",
+        category=Category.GPU_HARDWARE,
+        attribution=Attribution.HARDWARE,
+        fatal=True,
+        nodes=("node2",),
+        line="DCGM_FI_DEV_XID_ERRORS=79",
+    )
+    asked: list[tuple[str, ...]] = []
+
+    async def probe(nodes: object) -> list[Finding]:
+        asked.append(tuple(nodes))  # type: ignore[arg-type]
+        return [xid]
+
+    result = await watcher(world, gpu_probe=probe).watch(inp(), lambda *a: None)
+    assert asked == [("node1", "node2")]
+    assert result.observation.kind == ObservationKind.FAILURE
+    assert xid in result.observation.findings
+
+
+async def test_a_restarted_attempt_reports_its_first_progress_line() -> None:
+    world = World(job=running(restart_count=1))
+    world.log += b"loading checkpoint from /ckpt at iteration 20\n" + PROGRESS.format(i=21).encode()
+    phase = c.Phase(attempt_restarts=1, awaiting_progress=True)
+    result = await watcher(world).watch(inp(phase=phase, last_job=running(restart_count=1)), lambda *a: None)
+    assert result.observation.kind == ObservationKind.PROGRESS
+    assert result.observation.progress.last_iteration == 21
