@@ -56,6 +56,7 @@ def recovery_config(settings: Settings, *, search_attributes: bool = True) -> c.
         watch_slice_s=settings.watch.slice_s,
         poll_interval_s=settings.watch.poll_interval_s,
         heartbeat_timeout_s=settings.watch.heartbeat_timeout_s,
+        step_heartbeat_timeout_s=min(10.0, settings.watch.heartbeat_timeout_s),
         watchdog_enabled=settings.watchdog.enabled,
         decision_timeout_s=settings.watchdog.decision_timeout_s,
         policy=PolicyConfig(**settings.policy.model_dump()),
