@@ -65,6 +65,8 @@ class ControlActivities:
                     _observe(event)
             if inp.status is not None:
                 self.store.upsert_workload(inp.status)
+                if inp.status.goodput is not None:
+                    telemetry.set_goodput(inp.status.workload_key, inp.status.goodput)
             return inserted
         except Exception as err:  # the DB is down or refusing: retry (the workflow's policy backs off)
             raise ApplicationError(

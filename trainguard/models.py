@@ -347,6 +347,9 @@ class WorkloadStatus(Frozen):
     paused: bool = False
     last_iteration: int | None = None
     updated_at: float = 0.0
+    first_seen_at: float = 0.0
+    lost_s: float = 0.0  # fault -> training resumed, summed over recoveries
+    goodput: float | None = None  # 1 - lost / watched wall time
 
 
 class ModeChange(Frozen):

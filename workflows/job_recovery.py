@@ -68,6 +68,7 @@ class JobRecoveryWorkflow:
                 name=inp.name,
                 environment=inp.opt_in.environment,
                 mode=effective_mode(inp.cluster_mode, inp.opt_in.mode, None),
+                first_seen_at=workflow.time(),
             ),
             job_mode=inp.opt_in.mode,
             cluster_mode=inp.cluster_mode,
@@ -213,7 +214,9 @@ class JobRecoveryWorkflow:
         elif kind == ObservationKind.PROGRESS:
             data: dict[str, str | int | float | bool | None] = {"iteration": obs.progress.last_iteration}
             if phase.fault_at is not None:
-                data["time_to_productive_s"] = round(obs.observed_at - phase.fault_at, 3)
+                lost = max(0.0, obs.observed_at - phase.fault_at)
+                data["time_to_productive_s"] = round(lost, 3)
+                self._set_status(lost_s=self.carry.status.lost_s + lost)
             self._event(
                 EventType.TRAINING_RESUMED,
                 message=f"training resumed at iteration {obs.progress.last_iteration}",
@@ -613,7 +616,10 @@ class JobRecoveryWorkflow:
         if not self.pending and not self.status_dirty:
             return
         events, self.pending = tuple(self.pending), []
-        status = self.carry.status.model_copy(update={"updated_at": workflow.time()})
+        now = workflow.time()
+        watched = now - self.carry.status.first_seen_at
+        goodput = max(0.0, 1.0 - self.carry.status.lost_s / watched) if watched > 0 else None
+        status = self.carry.status.model_copy(update={"updated_at": now, "goodput": goodput})
         self.status_dirty = False
         # Upserts are billed Temporal actions: only when a filterable value changed.
         attrs = (status.mode, status.state, status.last_category)

@@ -62,6 +62,8 @@ async def test_action_mode_requeues_excluding_the_failed_node_in_order(env: Work
     status, history = await run(env, fakes, make_input(queue, mode=Mode.ACTION))
     assert status.state == WorkloadState.COMPLETED  # type: ignore[attr-defined]
     assert status.excluded_nodes == ("node2",)  # type: ignore[attr-defined]
+    assert status.lost_s == 1.0  # type: ignore[attr-defined]  # fault (1999) -> resumed (2000)
+    assert status.goodput is not None and 0.0 <= status.goodput <= 1.0  # type: ignore[attr-defined]
     # the advice is recorded before any of its steps; a failed job needs no containment hold
     calls = fakes.calls
     assert "advice:hold" not in calls

@@ -381,6 +381,9 @@ class AuditStore:
             "paused": status.paused,
             "last_iteration": status.last_iteration,
             "updated_at": status.updated_at,
+            "first_seen_at": status.first_seen_at,
+            "lost_s": status.lost_s,
+            "goodput": status.goodput,
         }
         with self._engine.begin() as conn:
             self._upsert(conn, WORKLOADS, values, key="workload_key", guard="updated_at")
@@ -659,6 +662,9 @@ def _workload_out(row: RowMapping) -> WorkloadStatus:
         paused=bool(row["paused"]),
         last_iteration=row["last_iteration"],
         updated_at=row["updated_at"],
+        first_seen_at=row["first_seen_at"],
+        lost_s=row["lost_s"],
+        goodput=row["goodput"],
     )
 
 

@@ -119,6 +119,9 @@ class WorkloadRow(SQLModel, table=True):
     paused: bool = False
     last_iteration: int | None = Field(default=None, nullable=True)
     updated_at: float = _ts(index=True)
+    first_seen_at: float = _ts()
+    lost_s: float = _ts()
+    goodput: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
 
 
 class OperatorDecisionRow(SQLModel, table=True):
