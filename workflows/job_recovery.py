@@ -620,6 +620,7 @@ class JobRecoveryWorkflow:
         watched = now - self.carry.status.first_seen_at
         goodput = max(0.0, 1.0 - self.carry.status.lost_s / watched) if watched > 0 else None
         status = self.carry.status.model_copy(update={"updated_at": now, "goodput": goodput})
+        self.carry = self.carry.model_copy(update={"status": status})  # derived values: not a change
         self.status_dirty = False
         # Upserts are billed Temporal actions: only when a filterable value changed.
         attrs = (status.mode, status.state, status.last_category)
