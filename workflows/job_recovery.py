@@ -512,7 +512,11 @@ class JobRecoveryWorkflow:
                 ),
                 result_type=ActionResult,
                 task_queue=self.cfg.cluster_queue,
-                schedule_to_close_timeout=timedelta(seconds=self.cfg.action_timeout_s),
+                # A release is retried until Slurm takes it (or refuses for good): a job we hold must
+                # never stay held because slurmctld was away longer than one action's budget.
+                schedule_to_close_timeout=None
+                if name == c.RELEASE_JOB
+                else timedelta(seconds=self.cfg.action_timeout_s),
                 start_to_close_timeout=timedelta(seconds=min(30.0, self.cfg.action_timeout_s)),
                 heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
                 retry_policy=ACTION_RETRY,
