@@ -423,7 +423,6 @@ async def run(args: argparse.Namespace) -> list[Result]:
     audit_url = f"sqlite:///{base / ('audit-' + uuid.uuid4().hex[:8] + '.db')}"
     await asyncio.to_thread(cluster.stop)  # leftovers of an interrupted run
     runtime: Runtime | None = None
-    tasks: list[asyncio.Task[None]] = []
     store: AuditStore | None = None
     try:
         await asyncio.to_thread(cluster.start)
@@ -444,7 +443,7 @@ async def run(args: argparse.Namespace) -> list[Result]:
         )
         client = await connect(settings)
         runtime = build_workers(client, settings)
-        tasks = [asyncio.create_task(w.run()) for w in runtime.workers]
+        runtime.start()
         await ensure_cluster_watch(client, settings)
         store = AuditStore.from_url(audit_url)
         bench = Bench(cluster, store, workdir, step_s=args.step_s, nccl_delay_s=args.nccl_delay)
@@ -467,9 +466,6 @@ async def run(args: argparse.Namespace) -> list[Result]:
                 await asyncio.to_thread(cluster._run, ["scancel", job], 10.0, False)
         if runtime is not None:
             await runtime.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         if store is not None:
             store.close()
         await asyncio.to_thread(temporal.stop)

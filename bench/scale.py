@@ -266,7 +266,7 @@ async def run(args: argparse.Namespace) -> Report:
         tasks.append(asyncio.create_task(workloads.run()))
         client = await connect(settings)
         runtime = build_workers(client, settings, slurm=sim)
-        tasks += [asyncio.create_task(w.run()) for w in runtime.workers]
+        runtime.start()
         await ensure_cluster_watch(client, settings)
         start_s = await wait_started(client, args.workloads, timeout=args.start_timeout)
         print(f"{args.workloads} workflows running after {start_s:.0f} s", flush=True)

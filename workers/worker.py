@@ -103,9 +103,18 @@ class Runtime:
     workers: list[Worker] = field(default_factory=list)
     runner: Runner | None = None
     store: AuditStore | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def start(self) -> list[asyncio.Task[None]]:
+        """Run every worker as a task of the current event loop."""
+        self.tasks = [asyncio.create_task(w.run()) for w in self.workers]
+        return self.tasks
 
     async def shutdown(self) -> None:
         await asyncio.gather(*(w.shutdown() for w in self.workers), return_exceptions=True)
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
         if self.runner is not None:
             await self.runner.close()
         if self.store is not None:
@@ -216,7 +225,7 @@ async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    running = [asyncio.create_task(w.run()) for w in rt.workers]
+    running = rt.start()
     stopper = asyncio.create_task(stop.wait())
     try:
         done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)
@@ -224,6 +233,5 @@ async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster
             task.result()  # a worker that died on its own: surface why
     finally:
         log.info("worker shutting down")
-        await rt.shutdown()
         stopper.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await rt.shutdown()

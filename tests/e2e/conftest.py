@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import shutil
 import uuid
@@ -56,7 +55,7 @@ async def stack(slurm_cluster: LocalSlurmCluster, temporal_server: LocalTemporal
     )
     client = await connect(settings)
     runtime = build_workers(client, settings)
-    tasks = [asyncio.create_task(w.run()) for w in runtime.workers]
+    runtime.start()
     await ensure_cluster_watch(client, settings)
     store = AuditStore.from_url(audit_url)
     try:
@@ -66,9 +65,6 @@ async def stack(slurm_cluster: LocalSlurmCluster, temporal_server: LocalTemporal
             with contextlib.suppress(Exception):
                 slurm_cluster._run(["scancel", job], check=False)
         await runtime.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         store.close()
 
 
