@@ -84,7 +84,9 @@ async def server_requests(port: int) -> Counter[str]:
         text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
     counts: Counter[str] = Counter()
     for line in text.splitlines():
-        if not line.startswith("service_requests{"):
+        # Each request is counted once per service that handles it (frontend, then history/matching):
+        # the billed request is the frontend's.
+        if not line.startswith("service_requests{") or 'service_name="frontend"' not in line:
             continue
         labels, _, value = line.rpartition(" ")
         op = labels.partition('operation="')[2].partition('"')[0]
