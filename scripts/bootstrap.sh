@@ -46,4 +46,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q -e '.[dev]'
   touch "$stamp"
 fi
-echo "bootstrap: ready ($(.venv/bin/python --version), $(sinfo --version 2>/dev/null || echo 'slurm ?'))"
+echo "bootstrap: ready ($(.venv/bin/python --version), slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null))"

@@ -49,6 +49,9 @@ ACTION_RETRY = RetryPolicy(
 )
 WATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
+# Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
+# allocation is still tearing down under the new restart count.
+ALLOCATED = {"RUNNING", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
 
 
 @workflow.defn(name="JobRecovery")
@@ -189,7 +192,7 @@ class JobRecoveryWorkflow:
             self._set_status(state=WorkloadState.GONE)
         elif kind == ObservationKind.STATE_CHANGE and job is not None:
             # A new attempt got an allocation (it may already have failed again when we look).
-            if job.restart_count > phase.attempt_restarts and job.state not in ("PENDING", "REQUEUED"):
+            if job.restart_count > phase.attempt_restarts and job.state in ALLOCATED and not job.held:
                 if phase.restart_requested_at is None:  # Slurm's or an operator's requeue, not ours
                     self._set_carry(policy_state=record_restart(self.carry.policy_state, obs.observed_at))
                 self._event(

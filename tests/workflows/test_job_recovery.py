@@ -54,6 +54,8 @@ async def test_action_mode_requeues_excluding_the_failed_node_in_order(env: Work
     fakes = FakeActivities(
         script=[
             obs(K.FAILURE, job("FAILED"), XID),
+            # the old allocation tearing down under the new restart count is not the new allocation
+            obs(K.STATE_CHANGE, job("COMPLETING", restarts=1, held=True)),
             obs(K.STATE_CHANGE, job("RUNNING", restarts=1, nodes=("node1", "node3"))),
             obs(K.PROGRESS, job("RUNNING", restarts=1, nodes=("node1", "node3")), iteration=120),
             obs(K.COMPLETED, job("COMPLETED", restarts=1)),
@@ -89,6 +91,7 @@ async def test_action_mode_requeues_excluding_the_failed_node_in_order(env: Work
     assert order[-1] == EventType.COMPLETED
     # the second attempt is watched with the new restart count
     assert fakes.watch_inputs[-1].phase.attempt_restarts == 1
+    assert fakes.events.count(EventType.ALLOCATION_RESTARTED) == 1
     await Replayer(workflows=[JobRecoveryWorkflow], data_converter=env.client.data_converter).replay_workflow(
         history
     )
