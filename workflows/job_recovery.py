@@ -222,7 +222,7 @@ class JobRecoveryWorkflow:
                 self._set_status(lost_s=self.carry.status.lost_s + lost)
             self._event(
                 EventType.TRAINING_RESUMED,
-                message=f"training resumed (progress lines again; latest iteration {obs.progress.last_iteration})",
+                message=f"training resumed; latest iteration seen {obs.progress.last_iteration}",
                 data=data,
             )
             self._set_carry(phase=c.Phase(attempt_restarts=phase.attempt_restarts))
