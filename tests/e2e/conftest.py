@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.stack import REPO, Stack, free_port, make_settings
+from tests.e2e.stack import PORT_OFFSET, REPO, Stack, free_port, make_settings
 from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.temporal import LocalTemporal
@@ -23,7 +23,11 @@ E2E_DIR = REPO / "var" / "e2e"
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[LocalSlurmCluster]:
     cluster = LocalSlurmCluster(
-        E2E_DIR / "slurm", cluster="e2e", nodes=4, ctld_port=18817, node_port_base=19001
+        E2E_DIR / "slurm",
+        cluster="e2e",
+        nodes=4,
+        ctld_port=18817 + PORT_OFFSET,
+        node_port_base=19001 + PORT_OFFSET,
     )
     cluster.stop()  # leftovers of an interrupted run
     shutil.rmtree(cluster.state_dir, ignore_errors=True)  # jobs of an earlier session are not this one's

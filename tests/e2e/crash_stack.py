@@ -28,7 +28,7 @@ from temporalio.api.enums.v1 import EventType as HistoryEventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.e2e.stack import REPO, SBATCH, free_port
+from tests.e2e.stack import PORT_OFFSET, REPO, SBATCH, free_port
 from trainguard import contracts as c
 from trainguard.audit.schemas import AuditEventOut
 from trainguard.audit.store import AuditStore
@@ -40,8 +40,8 @@ from trainguard.settings import Settings, TemporalSettings
 from workers.worker import connect
 
 CRASH_DIR = Path(os.environ.get("TRAINGUARD_CRASH_DIR", "/tmp/tg-crash"))
-CTLD_PORT = 46817
-NODE_PORT_BASE = 47001
+CTLD_PORT = 46817 + PORT_OFFSET
+NODE_PORT_BASE = 47001 + PORT_OFFSET
 ENVIRONMENT = "crash"
 HISTORIES = REPO / "tests" / "workflows" / "histories"
 STEP_LINE = re.compile(r"\b(requeue_hold|exclude|release|cancel) (\S+): performed=(True|False)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -30,6 +31,10 @@ from trainguard.settings import (
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH = REPO / "examples" / "trainsim.sbatch"
+
+
+# Several checkouts (worktrees) can run the real-stack tests at once when each sets its own offset.
+PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0"))
 
 
 def free_port() -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.stack import PORT_OFFSET
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.models import JobSnapshot
 from trainguard.optin import parse_opt_in
@@ -23,7 +24,7 @@ from trainguard.slurm.runner import CommandError, LocalRunner
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("slurmctld") is None, reason="no Slurm")]
 
 BASE = Path(os.environ.get("TG_E2E_SLURM_DIR", "/tmp/tg-h1/e2e-slurm"))
-CTLD_PORT = int(os.environ.get("TG_E2E_SLURM_PORT", "26817"))
+CTLD_PORT = int(os.environ.get("TG_E2E_SLURM_PORT", "26817")) + PORT_OFFSET
 COMMENT = '{"trainguard":{"environment":"prod","mode":"action"}}'
 JOB = """#!/bin/bash
 echo "attempt restarts=${SLURM_RESTART_COUNT:-0} on $SLURM_JOB_NODELIST"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.stack import PORT_OFFSET
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.sshd import LocalSSHD
 from trainguard.slurm.client import SlurmClient
@@ -27,8 +28,8 @@ pytestmark = [
 ]
 
 BASE = Path(os.environ.get("TG_E2E_SSH_DIR", "/tmp/tg-h1/e2e-ssh"))
-SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "26822"))
-CTLD_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "26837"))
+SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "26822")) + PORT_OFFSET
+CTLD_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "26837")) + PORT_OFFSET
 
 
 @pytest.fixture(scope="module")
