@@ -34,6 +34,11 @@ def _nodes(event: AuditEventIn, key: str) -> tuple[str, ...]:
     return tuple(n for n in text.split(",") if n)
 
 
+def _is_metric(pattern_id: str) -> bool:
+    """Findings of the GPU metrics probe (DCGM via Prometheus) carry `dcgm_*` pattern ids."""
+    return pattern_id.startswith("dcgm_")
+
+
 class FleetActivities:
     def __init__(self, store: AuditStore) -> None:
         self.store = store
@@ -97,13 +102,26 @@ class FleetActivities:
                     category=_category(e.category),
                     attribution=_attribution(e.attribution),
                     pattern_id=str(e.data.get("pattern_id") or ""),
+                    job_nodes=_nodes(e, "job_nodes"),
+                    user=str(e.data.get("job_user") or ""),
+                    gpu_metric=_is_metric(str(e.data.get("pattern_id") or "")),
                 )
                 for e in self._recent(inp, cfg.drain_window_s)
                 for node in _nodes(e, "implicated")
                 if e.workload_key != inp.workload.key
             ]
+            own = inp.allocation or (job.nodes if job is not None else ())
             incidents += [
-                NodeIncident(node=n, workload_key=inp.workload.key, at=inp.now, category=inp.verdict.category)
+                NodeIncident(
+                    node=n,
+                    workload_key=inp.workload.key,
+                    at=inp.now,
+                    category=inp.verdict.category,
+                    attribution=inp.verdict.attribution,
+                    job_nodes=own,
+                    user=job.user if job is not None else "",
+                    gpu_metric=any(_is_metric(p) for p in inp.verdict.pattern_ids),
+                )
                 for n in inp.verdict.nodes
             ]
             drains = nodes_to_drain(incidents, cfg, inp.now)

@@ -145,6 +145,10 @@ class JobActionInput(Frozen):
     expected_restarts: int = 0
     nodes: tuple[str, ...] = ()
     reason: str = ""
+    # Release only: Slurm's Reason right after TrainGuard's own hold; a job held with any other reason
+    # (a user's or an admin's hold) is left held. "" = TrainGuard holds nothing here; None = a step
+    # scheduled before this field existed (the old behaviour).
+    our_hold: str | None = None
 
 
 class RecordEventsInput(Frozen):
@@ -176,6 +180,7 @@ class FleetInput(Frozen):
     job: JobSnapshot | None = None
     now: float
     policy: PolicyConfig = PolicyConfig()
+    allocation: tuple[str, ...] = ()  # the failed attempt's nodes: only evidence about these counts
 
 
 class FleetContext(Frozen):

@@ -138,6 +138,7 @@ class JobSnapshot(Frozen):
     num_nodes: int = 0
     user: str = ""
     partition: str = ""
+    cancelled_by: str = ""  # who cancelled it, when Slurm says (accounting); "" = not known
 
 
 class NodeSnapshot(Frozen):
@@ -238,6 +239,7 @@ class Advice(Frozen):
     array_job_id: str = ""  # set for tasks of a job array (systemic-failure checks across tasks)
     array_task_id: str = ""
     job_nodes: tuple[str, ...] = ()  # the allocation the failure happened on
+    job_user: str = ""  # the job's owner (node reputation counts users, not only jobs)
 
 
 class ActionStep(StrEnum):
@@ -257,6 +259,7 @@ class ActionResult(Frozen):
     job_state: str = ""  # Slurm's state of the job after the step
     held: bool = False  # whether Slurm reports the job held after the step
     restart_count: int = 0
+    reason: str = ""  # Slurm's Reason after the step (which hold: ours, a user's, an admin's)
 
 
 class EventType(StrEnum):
@@ -386,3 +389,8 @@ class NodeIncident(Frozen):
     category: Category = Category.GPU_HARDWARE
     attribution: Attribution = Attribution.HARDWARE
     pattern_id: str = ""
+    # The allocation of the job that reported it: evidence about a node outside it does not count
+    # (a shared syslog line names its own host, not this job's). () = not known: does not count.
+    job_nodes: tuple[str, ...] = ()
+    user: str = ""  # the job's owner; "" = not known (counts toward no user threshold)
+    gpu_metric: bool = False  # the evidence is a GPU health metric (DCGM), not a log line

@@ -34,6 +34,7 @@ def record(
     ts: float,
     array: str = "",
     task: str = "",
+    user: str = "",
 ) -> None:
     w = WorkloadId(cluster="lab", job_id=job_id, submit_time=1)
     advice = Advice(
@@ -44,6 +45,7 @@ def record(
         array_job_id=array,
         array_task_id=task,
         job_nodes=nodes,
+        job_user=user,
     )
     store.record_advice(w, advice, ts=ts)
 
@@ -73,16 +75,37 @@ def test_same_failure_in_many_array_tasks_on_different_nodes_is_systemic(tmp_pat
 
 def test_node_implicated_by_hardware_in_two_jobs_is_drained_only_when_enabled(tmp_path: Path) -> None:
     store = AuditStore.from_url(f"sqlite:///{tmp_path / 'n.db'}")
-    record(store, "201", HW, nodes=("node3", "node4"), ts=1000)
+    record(store, "201", HW, nodes=("node3", "node4"), ts=1000, user="alice")
     fleet = FleetActivities(store)
     inp = c.FleetInput(
         workload=WorkloadId(cluster="lab", job_id="202", submit_time=1),
         verdict=HW,
-        job=JobSnapshot(job_id="202", nodes=("node3", "node1")),
+        job=JobSnapshot(job_id="202", nodes=("node3", "node1"), user="bob"),
         now=1100,
         policy=PolicyConfig(drain_enabled=True),
     )
     ctx = fleet._sync(inp)
     assert [node for node, _ in ctx.drain] == ["node3"]
+    # the same two jobs, both of one user: not enough log evidence to take the node from everyone
+    same_user = inp.model_copy(update={"job": JobSnapshot(job_id="202", nodes=("node3", "node1"), user="alice")})
+    assert fleet._sync(same_user).drain == ()
     assert ctx.drain[0][1].startswith("trainguard:")
     assert fleet._sync(inp.model_copy(update={"policy": PolicyConfig()})).drain == ()
+
+
+def test_evidence_about_a_node_outside_the_allocation_does_not_drain(tmp_path: Path) -> None:
+    store = AuditStore.from_url(f"sqlite:///{tmp_path / 'f.db'}")
+    # an earlier job of alice on node1,node4 logged a kernel line naming node3
+    record(store, "301", HW, nodes=("node1", "node4"), ts=1000, user="alice")
+    fleet = FleetActivities(store)
+    inp = c.FleetInput(
+        workload=WorkloadId(cluster="lab", job_id="302", submit_time=1),
+        verdict=HW,
+        job=JobSnapshot(job_id="302", nodes=("node3", "node2"), user="bob"),
+        now=1100,
+        policy=PolicyConfig(drain_enabled=True),
+    )
+    assert fleet._sync(inp).drain == ()
+    # a pending (requeued) job has no nodes: the workflow passes the failed attempt's allocation
+    pending = inp.model_copy(update={"job": JobSnapshot(job_id="302", user="bob"), "allocation": ("node1",)})
+    assert fleet._sync(pending).drain == ()

@@ -27,6 +27,8 @@ from trainguard.policy import (
 KEY = "lab/42/1700000000"
 T0 = 1_700_000_000.0
 NODES = tuple(f"n{i:02d}" for i in range(1, 11))
+# The failed attempt's allocation: every node these tests implicate (the allocation guard has its own tests).
+ALLOCATION = tuple(f"n{i:02d}" for i in range(0, 20))
 
 
 def verdict(
@@ -63,8 +65,10 @@ def ctx(
     usable: tuple[str, ...] = NODES,
     job_: JobSnapshot | None = None,
     progress: ProgressState | None = None,
+    allocation: tuple[str, ...] = ALLOCATION,
 ) -> DecisionContext:
     return DecisionContext(
+        allocation_nodes=allocation,
         workload_key=KEY,
         mode=mode,
         acknowledged=acknowledged,
@@ -553,3 +557,51 @@ def test_lowering_the_bound_at_run_time_does_not_block_requeues_that_add_nothing
     advice, new = decide(state, v, ctx(ckpt=1), cfg)
     assert advice.action == ActionKind.WAIT
     assert new.excluded_nodes == ("n01", "n02", "n03")
+
+
+# ---- safety clause 3: only the job's own nodes -----------------------------------------------------------
+
+
+def test_a_kernel_line_about_another_host_excludes_nothing_and_restarts_nothing() -> None:
+    """A job on n01,n04 whose log holds `n03 kernel: NVRM: Xid 79` (a shared syslog)."""
+    on_1_4 = job(state="RUNNING", nodes=("n01", "n04"))
+    v = verdict(Category.GPU_HARDWARE, Attribution.HARDWARE, nodes=("n03",), patterns=("xid_79",))
+    advice, state = decide(PolicyState(), v, ctx(job_=on_1_4, allocation=()), CFG)
+    assert advice.action == ActionKind.NONE
+    assert advice.exclude_nodes == () and state.excluded_nodes == ()
+    assert "n03" in advice.reason and "outside" in advice.reason
+
+
+def test_only_the_own_nodes_of_a_mixed_verdict_are_excluded() -> None:
+    on_1_4 = job(state="FAILED", nodes=("n01", "n04"))
+    v = verdict(Category.GPU_HARDWARE, Attribution.HARDWARE, nodes=("n03", "n04", "n07"), patterns=("xid_79",))
+    advice, state = decide(PolicyState(), v, ctx(job_=on_1_4, allocation=()), CFG)
+    assert advice.action == ActionKind.REQUEUE
+    assert advice.exclude_nodes == ("n04",) == state.excluded_nodes
+    assert "n03" in advice.reason and "not part of the job's allocation" in advice.reason
+
+
+def test_a_requeued_pending_job_uses_the_failed_attempts_allocation() -> None:
+    # Slurm requeued the job after NODE_FAIL: it is pending, with no nodes; the allocation comes from
+    # the attempt that failed.
+    pending = job(state="PENDING", nodes=())
+    v = verdict(Category.SLURM_NODE_FAILURE, Attribution.HARDWARE, nodes=("n02",), patterns=("slurm_job_node_fail",))
+    advice, _ = decide(PolicyState(), v, ctx(job_=pending, allocation=("n01", "n02")), CFG)
+    assert advice.action == ActionKind.REQUEUE and advice.exclude_nodes == ("n02",)
+    unknown, _ = decide(PolicyState(), v, ctx(job_=pending, allocation=()), CFG)
+    assert unknown.exclude_nodes == ()
+
+
+def test_a_straggler_outside_the_allocation_is_not_a_straggler_of_this_job() -> None:
+    on_1_4 = job(state="RUNNING", nodes=("n01", "n04"))
+    v = verdict(Category.STRAGGLER, Attribution.HARDWARE, nodes=("n03",), patterns=("straggler",))
+    advice, state = decide(PolicyState(), v, ctx(job_=on_1_4, allocation=()), CFG)
+    assert advice.action == ActionKind.NONE and state.excluded_nodes == ()
+
+
+def test_legacy_replays_keep_their_old_decision() -> None:
+    """Histories recorded before the guard replay with `legacy_unrestricted` (workflow.patched)."""
+    on_1_4 = job(state="FAILED", nodes=("n01", "n04"))
+    legacy = ctx(job_=on_1_4, allocation=()).model_copy(update={"legacy_unrestricted": True})
+    advice, _ = decide(PolicyState(), HW, legacy, CFG)
+    assert advice.action == ActionKind.REQUEUE and advice.exclude_nodes == ("n03",)

@@ -54,6 +54,7 @@ jobs = st.none() | st.builds(
     start_time=st.integers(0, 100_000),
     end_time=st.integers(0, 200_000),
     requeue_allowed=st.booleans(),
+    nodes=st.lists(st.sampled_from(NODE_NAMES), max_size=4, unique=True).map(tuple),
 )
 
 configs = st.builds(
@@ -80,6 +81,7 @@ steps = st.tuples(
     progress,
     jobs,
     st.none() | st.lists(st.sampled_from(NODE_NAMES), max_size=12, unique=True).map(tuple),
+    st.lists(st.sampled_from(NODE_NAMES), max_size=6, unique=True).map(tuple),  # the failed allocation
 )
 
 
@@ -90,7 +92,7 @@ def _run(config: PolicyConfig, seq: list[tuple]) -> list[Step]:
     state = PolicyState()
     now = 100_000.0
     out = []
-    for v, dt, mode, ack, ckpt, prog, job, usable in seq:
+    for v, dt, mode, ack, ckpt, prog, job, usable, allocation in seq:
         now += dt
         c = DecisionContext(
             workload_key="lab/1/1",
@@ -101,6 +103,7 @@ def _run(config: PolicyConfig, seq: list[tuple]) -> list[Step]:
             usable_nodes=usable or (),
             checkpoint_iteration=ckpt,
             progress=prog,
+            allocation_nodes=allocation,
         )
         advice, new = decide(state, v, c, config)
         out.append((state, c, advice, new))
@@ -148,6 +151,21 @@ def test_invariants_over_any_sequence(config: PolicyConfig, seq: list[tuple]) ->
         if advice.action in (ActionKind.CANCEL, ActionKind.WAIT):
             assert len(advice.reason) > 20
         assert advice.action != ActionKind.DRAIN
+        # Safety clause 3: whatever the verdict names, only nodes of the job's own allocation are ever
+        # added to the exclusions, and evidence naming only other hosts never restarts a job.
+        allowed = set(c.allocation_nodes) | set(c.job.nodes if c.job else ())
+        assert set(after.excluded_nodes) - set(before.excluded_nodes) <= allowed
+        assert set(advice.exclude_nodes) - set(before.excluded_nodes) <= allowed
+        hardware_only_foreign = (
+            advice.verdict.fatal
+            and advice.verdict.attribution == Attribution.HARDWARE
+            and advice.verdict.category not in (Category.STRAGGLER, Category.PREEMPTION_OR_TIMELIMIT,
+                                                Category.SLURM_NODE_FAILURE)
+            and bool(advice.verdict.nodes)
+            and not set(advice.verdict.nodes) & allowed
+        )
+        if hardware_only_foreign:
+            assert advice.action != ActionKind.REQUEUE, advice.reason
 
 
 @settings(max_examples=200, deadline=None)

@@ -34,6 +34,7 @@ def ctx(prog: ProgressState, *, end_time: int = 0, start_time: int = 0, **kw: An
         "now": T0,
         "job": job,
         "usable_nodes": tuple(f"n{i:02d}" for i in range(1, 9)),
+        "allocation_nodes": tuple(f"n{i:02d}" for i in range(0, 20)),
         "progress": prog,
     }
     base.update(kw)

@@ -285,6 +285,7 @@ class AuditStore:
                 "array_job_id": advice.array_job_id,
                 "array_task_id": advice.array_task_id,
                 "job_nodes": ",".join(advice.job_nodes)[:1000],
+                "job_user": advice.job_user[:200],
             },
         )
         try:

@@ -24,6 +24,9 @@ class PolicyConfig(Frozen):
     """Seconds a restart costs besides the work since the last checkpoint (queue, load, warm-up)."""
     drain_enabled: bool = False
     drain_jobs_threshold: int = Field(default=2, ge=1)
+    drain_users_threshold: int = Field(default=2, ge=1)
+    """Log evidence drains a node only when jobs of this many different users implicate it (one user's
+    code cannot take nodes away from everyone); a GPU health metric alone is enough."""
     drain_window_s: float = Field(default=86400.0, gt=0)
     same_failure_limit: int = Field(default=2, ge=1)
     """Stop after this many identical job-side failures in a row (category + top pattern)."""

@@ -18,6 +18,7 @@ from trainguard.policy.state import (
     AttemptRecord,
     DecisionContext,
     PolicyState,
+    allowed_nodes,
     append_history,
 )
 from trainguard.policy.straggler import estimate, newest_checkpoint
@@ -85,6 +86,18 @@ def _union(ledger: Sequence[str], new: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def own_nodes(nodes: Sequence[str], ctx: DecisionContext) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(nodes of the job's allocation, nodes outside it), each in the verdict's order, deduplicated."""
+    allowed = allowed_nodes(ctx)
+    own: list[str] = []
+    foreign: list[str] = []
+    for node in nodes:
+        if not node or node in own or node in foreign:
+            continue
+        (own if allowed is None or node in allowed else foreign).append(node)
+    return tuple(own), tuple(foreign)
+
+
 def _ckpt_text(ckpt: int | None) -> str:
     return f"iteration {ckpt}" if ckpt is not None else "none seen"
 
@@ -147,6 +160,15 @@ def _fatal(
             ActionKind.NONE,
             f"Record only: {what}, but the job does not allow requeue (submitted with --no-requeue).",
         )
+    own, foreign = own_nodes(verdict.nodes, ctx)
+    if kind == FailureClass.HARDWARE and foreign and not own:
+        # A kernel line about another host (a shared syslog, a neighbour's dmesg) says nothing about
+        # this job's hardware: restarting a job for it would only cost the user its progress.
+        return _Outcome(
+            ActionKind.NONE,
+            f"Record only: {what} names only {names(foreign)}, outside this job's allocation; "
+            "nothing of this job is implicated, so nothing is excluded or restarted.",
+        )
     storm = restarts_in_window(state, ctx.now, config.storm_window_s)
     if storm >= config.storm_restarts:
         return stop(
@@ -184,7 +206,7 @@ def _fatal(
     implicated: tuple[str, ...] = ()
     node_failure_excludes = kind == FailureClass.NODE_FAILURE and config.exclude_on_node_failure
     if kind == FailureClass.HARDWARE or node_failure_excludes:
-        implicated = tuple(n for n in verdict.nodes if n and n not in state.excluded_nodes)
+        implicated = tuple(n for n in own if n not in state.excluded_nodes)
     full, problem, ledger_ok = _placement(state, implicated, ctx, config)
     ledger = full if ledger_ok else None
     if problem is not None:
@@ -200,6 +222,8 @@ def _fatal(
         parts.append(f"excluding newly implicated {names(implicated)}")
     elif kind == FailureClass.HARDWARE:
         parts.append("no node was implicated, so none newly excluded")
+    if foreign:
+        parts.append(f"ignoring {names(foreign)}: not part of the job's allocation")
     if full:
         parts.append(f"exclusion set now {len(full)} node(s)")
     budget = state.budget_spent + (1 if spends else 0)
@@ -228,7 +252,8 @@ def _straggler(
 
     if verdict.attribution == Attribution.APPLICATION:
         return watch("the slowdown is attributed to the application; another node would not help.")
-    slow = tuple(n for n in verdict.nodes if n and n not in state.excluded_nodes)
+    own, _ = own_nodes(verdict.nodes, ctx)
+    slow = tuple(n for n in own if n not in state.excluded_nodes)
     if not slow:
         return watch("straggler reported, but no slow node outside the exclusion set was identified.")
     if ctx.job is not None and not ctx.job.requeue_allowed:

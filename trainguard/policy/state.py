@@ -55,8 +55,20 @@ class DecisionContext(Frozen):
     now: float
     job: JobSnapshot | None = None
     usable_nodes: tuple[str, ...] = ()  # partition nodes not down/drained; () = not known
+    # Nodes of the failed attempt's allocation (and any node Slurm reported failed for it), besides
+    # `job.nodes`: only these can ever be excluded. Evidence naming another host is about that host.
+    allocation_nodes: tuple[str, ...] = ()
+    # Workflows recorded before the allocation guard existed replay their old decisions unchanged.
+    legacy_unrestricted: bool = False
     checkpoint_iteration: int | None = None  # newest checkpoint seen in logs / checkpoint directory
     progress: ProgressState = ProgressState()
+
+
+def allowed_nodes(ctx: DecisionContext) -> frozenset[str] | None:
+    """The nodes an exclusion may name: the job's own allocation. None only for legacy replays."""
+    if ctx.legacy_unrestricted:
+        return None
+    return frozenset(ctx.allocation_nodes) | frozenset(ctx.job.nodes if ctx.job is not None else ())
 
 
 def record_restart(state: PolicyState, now: float) -> PolicyState:
