@@ -184,7 +184,9 @@ class ClusterActivities:
 
     @activity.defn(name=c.RELEASE_JOB)
     async def release_job(self, inp: c.JobActionInput) -> ActionResult:
-        return await self._step(ActionStep.RELEASE, inp, self.client.release(inp.workload.job_id))
+        return await self._step(
+            ActionStep.RELEASE, inp, self.client.release(inp.workload.job_id, inp.our_hold)
+        )
 
     @activity.defn(name=c.CANCEL_JOB)
     async def cancel_job(self, inp: c.JobActionInput) -> ActionResult:
@@ -218,6 +220,7 @@ class ClusterActivities:
                 "job_state": job.state if job else "",
                 "held": bool(job and job.held),
                 "restart_count": job.restart_count if job else 0,
+                "reason": job.reason if job else "",
             }
         )
 

@@ -24,7 +24,9 @@ from trainguard.detection.scheduler import scheduler_findings
 from trainguard.identity import matches_workload
 from trainguard.logsources.base import LogSource
 from trainguard.models import (
+    Category,
     Finding,
+    FindingSource,
     JobSnapshot,
     LogCursor,
     NodeSnapshot,
@@ -33,6 +35,7 @@ from trainguard.models import (
     ProgressState,
 )
 from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.runner import CommandError
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +156,7 @@ class JobWatcher:
                     found = analyzer.feed(
                         chunk.data, now=now, base_offset=chunk.cursor.offset - len(chunk.data)
                     )
+                    found = [f for f in found if not _slurm_verdict_text(f)]
                     if not phase.failure_handled:
                         self._collect(state, found, now, inp.settle_s)
             if not phase.failure_handled and job.state == "RUNNING":
@@ -174,6 +178,11 @@ class JobWatcher:
                 self._collect(state, [f for f in gpu if f.fatal], now, inp.settle_s)
 
             new_progress = analyzer.progress_lines > progress_before
+            if job.state == "CANCELLED":
+                # A user's or an administrator's decision, read from Slurm's own state: it ends the
+                # workload whatever the log says (its "CANCELLED AT" line is not a failure).
+                state.findings.clear()
+                return result(ObservationKind.STATE_CHANGE, await self._with_canceller(job))
             if job.state == "COMPLETED" and job.restart_count >= phase.attempt_restarts:
                 # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
                 state.findings.clear()
@@ -210,6 +219,15 @@ class JobWatcher:
                 )
             await asyncio.sleep(inp.poll_interval_s)
 
+    async def _with_canceller(self, job: JobSnapshot) -> JobSnapshot:
+        if job.cancelled_by:
+            return job
+        try:
+            who = await self.client.cancelled_by(job.job_id)
+        except (CommandError, ValueError, OSError):
+            who = ""
+        return job.model_copy(update={"cancelled_by": who}) if who else job
+
     @staticmethod
     def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:
         relevant = [f for f in found if f.fatal or f.category.value == "straggler"]
@@ -222,6 +240,13 @@ class JobWatcher:
         room = 50 - len(state.findings)
         if room > 0:
             state.findings.extend(relevant[:room])
+
+
+def _slurm_verdict_text(finding: Finding) -> bool:
+    """A log line that claims what Slurm did to the job (`*** JOB 7 ON n1 CANCELLED AT ... ***`, "DUE TO
+    TIME LIMIT", "DUE TO PREEMPTION"). The job's own text can say anything; cancellation, preemption and
+    time limit are read from Slurm's state (CANCELLED, PREEMPTED, TIMEOUT) by scheduler_findings."""
+    return finding.source == FindingSource.LOG and finding.category == Category.PREEMPTION_OR_TIMELIMIT
 
 
 UNUSABLE = ("down", "drain", "fail", "not_responding", "maint", "future", "reboot")

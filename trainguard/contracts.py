@@ -79,6 +79,9 @@ class RecoveryCarry(Frozen):
     stdout_path: str = ""
     event_seq: int = 0
     last_job: JobSnapshot | None = None
+    # Nodes of the newest allocation Slurm reported: a job Slurm requeued (pending, no nodes) still
+    # knows where it failed. Only these can be excluded.
+    allocation: tuple[str, ...] = ()
 
 
 class JobRecoveryInput(Frozen):

@@ -29,6 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 @dataclass(frozen=True)
 class Layout:
     root: Path
+    port_offset: int = 0  # added to every port, so a second stack (a test's) can run beside the demo
+
+    def port(self, base: int) -> int:
+        return base + self.port_offset
 
     @property
     def config(self) -> Path:
@@ -39,11 +43,20 @@ class Layout:
         return self.root / "audit.db"
 
     def slurm(self) -> LocalSlurmCluster:
-        return LocalSlurmCluster(self.root / "slurm", cluster="lab", nodes=4)
+        return LocalSlurmCluster(
+            self.root / "slurm",
+            cluster="lab",
+            nodes=4,
+            ctld_port=self.port(16817),
+            node_port_base=self.port(17001),
+        )
 
     def temporal(self) -> LocalTemporal:
         return LocalTemporal(
-            self.root / "temporal", port=7233, ui_port=8233, db_file=self.root / "temporal" / "temporal.db"
+            self.root / "temporal",
+            port=self.port(7233),
+            ui_port=self.port(8233),
+            db_file=self.root / "temporal" / "temporal.db",
         )
 
     def gpusim(self) -> BackgroundProcess:
@@ -56,7 +69,7 @@ class Layout:
                 "trainguard",
                 "gpusim",
                 "--port",
-                "9400",
+                str(self.port(9400)),
                 "--nodes",
                 "node[1-4]",
                 "--gpus",
@@ -67,7 +80,10 @@ class Layout:
 
     def prometheus(self) -> LocalPrometheus:
         return LocalPrometheus(
-            self.root / "prometheus", port=9090, scrape_targets=["127.0.0.1:9400"], scrape_interval_s=2.0
+            self.root / "prometheus",
+            port=self.port(9090),
+            scrape_targets=[f"127.0.0.1:{self.port(9400)}"],
+            scrape_interval_s=2.0,
         )
 
     def worker(self) -> BackgroundProcess:
@@ -82,7 +98,7 @@ class Layout:
                 str(self.config),
                 "worker",
                 "--metrics-port",
-                "9464",
+                str(self.port(9464)),
             ],
             marker="trainguard",
         )
@@ -99,7 +115,7 @@ class Layout:
 def write_config(layout: Layout, cluster: LocalSlurmCluster) -> None:
     doc = {
         "state_dir": str(layout.root),
-        "temporal": {"address": "127.0.0.1:7233"},
+        "temporal": {"address": f"127.0.0.1:{layout.port(7233)}"},
         # The demo acts on its own jobs; production clusters start in observe mode (the default).
         "cluster": {
             "name": "lab",
@@ -112,7 +128,7 @@ def write_config(layout: Layout, cluster: LocalSlurmCluster) -> None:
         "watch": {"poll_interval_s": 0.5, "heartbeat_timeout_s": 30},
         "api": {
             "host": "127.0.0.1",
-            "port": 8088,
+            "port": layout.port(8088),
             "token": os.environ.get("TRAINGUARD_API_TOKEN", "demo-token"),
         },
     }
@@ -120,17 +136,24 @@ def write_config(layout: Layout, cluster: LocalSlurmCluster) -> None:
 
 
 def up(layout: Layout) -> None:
+    """Start whatever is not running, each part on its own: nothing here waits on users' jobs (a worker
+    that crashed while jobs run is back in seconds, and watches them again)."""
     layout.root.mkdir(parents=True, exist_ok=True)
     cluster = layout.slurm()
     step("Slurm: slurmctld + 4 slurmd (node1..node4)")
     cluster.start()
     write_config(layout, cluster)
-    step("Temporal dev server (Web UI http://127.0.0.1:8233)")
+    step(f"Temporal dev server (Web UI http://127.0.0.1:{layout.port(8233)})")
     layout.temporal().start()
-    step("Prometheus (http://127.0.0.1:9090) scraping a simulated DCGM exporter (:9400)")
+    step(
+        f"Prometheus (http://127.0.0.1:{layout.port(9090)}) scraping a simulated DCGM exporter "
+        f"(:{layout.port(9400)})"
+    )
     layout.gpusim().start()
     layout.prometheus().start()
-    step("TrainGuard worker (control + cluster queues) and API/console (http://127.0.0.1:8088)")
+    step(
+        f"TrainGuard worker (control + cluster queues) and API/console (http://127.0.0.1:{layout.port(8088)})"
+    )
     layout.worker().start()
     layout.api().start()
 

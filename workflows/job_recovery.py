@@ -52,6 +52,9 @@ TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
 # Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
 # allocation is still tearing down under the new restart count.
 ALLOCATED = {"RUNNING", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
+# workflow.patched ids: histories recorded before each change replay their old command sequence.
+PATCH_CANCELLED = "safety-cancelled-by-slurm"  # a job Slurm reports CANCELLED ends the workload
+PATCH_ALLOCATION = "safety-allocation-guard"  # the policy sees the job's allocation and excludes only it
 
 
 @workflow.defn(name="JobRecovery")
@@ -82,6 +85,9 @@ class JobRecoveryWorkflow:
         self.status_dirty = inp.carry is None
         self.last_search_attrs: tuple[object, ...] = ()
         self.iteration_before_watch: int | None = None
+        # Slurm's Reason right after TrainGuard's own hold in the current failure ("" = none of ours;
+        # None = a hold from a worker that did not report it: release as before). Rebuilt on replay.
+        self.our_hold: str | None = ""
 
     # ---- handlers: change state, enqueue audit; no decisions -------------------------------------
     @workflow.query
@@ -175,6 +181,8 @@ class JobRecoveryWorkflow:
         self._set_carry(cursor=result.cursor, stdout_path=result.stdout_path or carry.stdout_path)
         obs = result.observation
         self._set_carry(progress=obs.progress, last_job=obs.job or self.carry.last_job)
+        if obs.job is not None and obs.job.nodes:
+            self._set_carry(allocation=obs.job.nodes)
         if obs.progress.last_iteration is not None:
             self._set_status(last_iteration=obs.progress.last_iteration)
         return obs
@@ -183,7 +191,9 @@ class JobRecoveryWorkflow:
         kind = obs.kind
         job = obs.job
         phase = self.carry.phase
-        if kind == ObservationKind.COMPLETED:
+        if job is not None and job.state == "CANCELLED" and workflow.patched(PATCH_CANCELLED):
+            self._cancelled(job)
+        elif kind == ObservationKind.COMPLETED:
             self._derive_missed_lifecycle(obs)
             self._event(EventType.COMPLETED, message="training completed", data=self._job_data(job))
             self._set_status(state=WorkloadState.COMPLETED)
@@ -229,6 +239,19 @@ class JobRecoveryWorkflow:
             self._set_status(state=WorkloadState.WATCHING)
         elif kind in (ObservationKind.FAILURE, ObservationKind.STRAGGLER) and not phase.failure_handled:
             await self._on_failure(obs)
+
+    def _cancelled(self, job: JobSnapshot) -> None:
+        """A user or an administrator cancelled the job (Slurm's state says so): it stays cancelled."""
+        who = f"by {clip(job.cancelled_by, 100)}" if job.cancelled_by else "(Slurm does not record by whom)"
+        self._event(
+            EventType.STOPPED,
+            level=Level.WARNING,
+            message=f"job cancelled {who}: Slurm reports JobState=CANCELLED"
+            + (f" (Reason={clip(job.reason, 100)})" if job.reason else "")
+            + "; TrainGuard stops watching and will not requeue or release it",
+            data={**self._job_data(job), "cancelled": True, "cancelled_by": clip(job.cancelled_by, 100)},
+        )
+        self._set_status(state=WorkloadState.STOPPED)
 
     def _derive_missed_lifecycle(self, obs: Observation) -> None:
         """A whole attempt can pass while no worker watched (e.g. a long worker outage): record its
@@ -284,6 +307,7 @@ class JobRecoveryWorkflow:
         fatal = any(f.fatal for f in findings)
         acting = self.mode == Mode.ACTION and self.cfg.acknowledged
         held = False
+        self.our_hold = ""
         # Contain only a job Slurm itself requeued (e.g. after NODE_FAIL): it is pending and could start
         # again on the bad node before the exclusion is set. Releasing it unchanged is then exactly what
         # Slurm would have done without us, which is what the watchdog's fail-open must mean.
@@ -320,6 +344,7 @@ class JobRecoveryWorkflow:
         result = await self._action(c.REQUEUE_HOLD, hold.advice_id, attempt)
         if result is None or not result.held:
             return False
+        self.our_hold = _own_hold(result)
         self._set_status(state=WorkloadState.HELD)
         return True
 
@@ -354,6 +379,8 @@ class JobRecoveryWorkflow:
             start_to_close_timeout=timedelta(seconds=self.cfg.decision_timeout_s),
             retry_policy=RetryPolicy(maximum_attempts=3),
         )
+        guard = workflow.patched(PATCH_ALLOCATION)
+        allocation = self._allocation(job) if guard else ()
         ctx = DecisionContext(
             workload_key=self.inp.workload.key,
             mode=self.mode,
@@ -363,6 +390,8 @@ class JobRecoveryWorkflow:
             usable_nodes=usable,
             checkpoint_iteration=self.carry.progress.last_checkpoint_iteration,
             progress=self.carry.progress,
+            allocation_nodes=allocation,
+            legacy_unrestricted=not guard,
         )
         advice, new_state = decide(self.carry.policy_state, verdict, ctx, self.cfg.policy)
         self._set_carry(policy_state=new_state)
@@ -371,13 +400,20 @@ class JobRecoveryWorkflow:
                 update={
                     "array_job_id": job.array_job_id or "",
                     "array_task_id": job.array_task_id or "",
-                    "job_nodes": job.nodes,
+                    "job_nodes": job.nodes or allocation,
+                    "job_user": job.user,
                 }
             )
-        advice = await self._with_fleet_context(verdict, advice, job)
+        advice = await self._with_fleet_context(verdict, advice, job, allocation)
         return verdict, advice
 
-    async def _with_fleet_context(self, verdict: Verdict, advice: Advice, job: JobSnapshot | None) -> Advice:
+    def _allocation(self, job: JobSnapshot | None) -> tuple[str, ...]:
+        """The failed attempt's nodes: Slurm's current list, else the newest one it reported."""
+        return tuple(dict.fromkeys((*(job.nodes if job is not None else ()), *self.carry.allocation)))
+
+    async def _with_fleet_context(
+        self, verdict: Verdict, advice: Advice, job: JobSnapshot | None, allocation: tuple[str, ...] = ()
+    ) -> Advice:
         """Other workloads' failures: a systemic array failure stops recovery; repeat-offender nodes drain."""
         policy = self.cfg.policy
         in_array = job is not None and bool(job.array_job_id)
@@ -387,7 +423,12 @@ class JobRecoveryWorkflow:
         fleet = await workflow.execute_activity(
             c.FLEET_CONTEXT,
             c.FleetInput(
-                workload=self.inp.workload, verdict=verdict, job=job, now=workflow.time(), policy=policy
+                workload=self.inp.workload,
+                verdict=verdict,
+                job=job,
+                now=workflow.time(),
+                policy=policy,
+                allocation=allocation,
             ),
             result_type=c.FleetContext,
             task_queue=self.cfg.control_queue,
@@ -417,7 +458,14 @@ class JobRecoveryWorkflow:
         )
         if held:
             advice_id = f"{self.inp.workload.key}/a{attempt}/watchdog"
-            await self._action(c.RELEASE_JOB, advice_id, attempt, actor=Actor.WATCHDOG, flush_now=True)
+            await self._action(
+                c.RELEASE_JOB,
+                advice_id,
+                attempt,
+                actor=Actor.WATCHDOG,
+                flush_now=True,
+                our_hold=self.our_hold,
+            )
         self._set_carry(phase=self.carry.phase.model_copy(update={"failure_handled": True}))
         self._set_status(state=WorkloadState.WATCHING if held else WorkloadState.FAILED)
 
@@ -451,7 +499,7 @@ class JobRecoveryWorkflow:
         if not advice.execute:
             self._set_carry(phase=handled)
             if held:  # a decision not to act releases our containment hold unchanged
-                await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
+                await self._action(c.RELEASE_JOB, advice.advice_id, attempt, our_hold=self.our_hold)
             terminal = job is not None and job.state not in ("RUNNING", "PENDING", "COMPLETING")
             state = WorkloadState.FAILED if terminal and advice.verdict.fatal else WorkloadState.WATCHING
             if advice.action == ActionKind.WAIT:
@@ -459,12 +507,15 @@ class JobRecoveryWorkflow:
             self._set_status(state=state)
             return
         if advice.action == ActionKind.REQUEUE:
-            if not held and await self._action(c.REQUEUE_HOLD, advice.advice_id, attempt) is None:
-                return
+            if not held:
+                requeued = await self._action(c.REQUEUE_HOLD, advice.advice_id, attempt)
+                if requeued is None:
+                    return
+                self.our_hold = _own_hold(requeued)
             self._set_status(state=WorkloadState.RECOVERING, excluded_nodes=advice.exclude_nodes)
             if advice.exclude_nodes:
                 await self._action(c.SET_EXCLUDED, advice.advice_id, attempt, nodes=advice.exclude_nodes)
-            released = await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
+            released = await self._action(c.RELEASE_JOB, advice.advice_id, attempt, our_hold=self.our_hold)
             now = workflow.time()
             self._set_carry(phase=handled.model_copy(update={"restart_requested_at": now}))
             if released is not None:
@@ -487,7 +538,7 @@ class JobRecoveryWorkflow:
             self._set_status(state=WorkloadState.WAITING)
         else:
             if held:
-                await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
+                await self._action(c.RELEASE_JOB, advice.advice_id, attempt, our_hold=self.our_hold)
             self._set_carry(phase=handled if advice.verdict.fatal else self.carry.phase)
             self._set_status(state=WorkloadState.WATCHING)
 
@@ -501,6 +552,7 @@ class JobRecoveryWorkflow:
         reason: str = "",
         actor: Actor = Actor.POLICY,
         flush_now: bool = False,
+        our_hold: str | None = None,
     ) -> ActionResult | None:
         """Run one scheduler step (checks Slurm first, idempotent); audit its outcome."""
         try:
@@ -512,6 +564,7 @@ class JobRecoveryWorkflow:
                     expected_restarts=attempt,
                     nodes=nodes,
                     reason=reason,
+                    our_hold=our_hold,
                 ),
                 result_type=ActionResult,
                 task_queue=self.cfg.cluster_queue,
@@ -653,6 +706,14 @@ class JobRecoveryWorkflow:
         return (
             info.is_continue_as_new_suggested() or info.get_current_history_length() > self.cfg.history_limit
         )
+
+
+def _own_hold(result: ActionResult) -> str | None:
+    """Slurm's Reason for the hold TrainGuard just placed; "" when the step found the job already held
+    (someone else's hold: never ours to lift); None when an older worker did not report the reason."""
+    if not (result.performed and result.held):
+        return ""
+    return result.reason or None
 
 
 def _top_finding(findings: tuple[Finding, ...]) -> Finding | None:

@@ -87,7 +87,9 @@ def test_node_implicated_by_hardware_in_two_jobs_is_drained_only_when_enabled(tm
     ctx = fleet._sync(inp)
     assert [node for node, _ in ctx.drain] == ["node3"]
     # the same two jobs, both of one user: not enough log evidence to take the node from everyone
-    same_user = inp.model_copy(update={"job": JobSnapshot(job_id="202", nodes=("node3", "node1"), user="alice")})
+    same_user = inp.model_copy(
+        update={"job": JobSnapshot(job_id="202", nodes=("node3", "node1"), user="alice")}
+    )
     assert fleet._sync(same_user).drain == ()
     assert ctx.drain[0][1].startswith("trainguard:")
     assert fleet._sync(inp.model_copy(update={"policy": PolicyConfig()})).drain == ()

@@ -574,7 +574,9 @@ def test_a_kernel_line_about_another_host_excludes_nothing_and_restarts_nothing(
 
 def test_only_the_own_nodes_of_a_mixed_verdict_are_excluded() -> None:
     on_1_4 = job(state="FAILED", nodes=("n01", "n04"))
-    v = verdict(Category.GPU_HARDWARE, Attribution.HARDWARE, nodes=("n03", "n04", "n07"), patterns=("xid_79",))
+    v = verdict(
+        Category.GPU_HARDWARE, Attribution.HARDWARE, nodes=("n03", "n04", "n07"), patterns=("xid_79",)
+    )
     advice, state = decide(PolicyState(), v, ctx(job_=on_1_4, allocation=()), CFG)
     assert advice.action == ActionKind.REQUEUE
     assert advice.exclude_nodes == ("n04",) == state.excluded_nodes
@@ -585,7 +587,9 @@ def test_a_requeued_pending_job_uses_the_failed_attempts_allocation() -> None:
     # Slurm requeued the job after NODE_FAIL: it is pending, with no nodes; the allocation comes from
     # the attempt that failed.
     pending = job(state="PENDING", nodes=())
-    v = verdict(Category.SLURM_NODE_FAILURE, Attribution.HARDWARE, nodes=("n02",), patterns=("slurm_job_node_fail",))
+    v = verdict(
+        Category.SLURM_NODE_FAILURE, Attribution.HARDWARE, nodes=("n02",), patterns=("slurm_job_node_fail",)
+    )
     advice, _ = decide(PolicyState(), v, ctx(job_=pending, allocation=("n01", "n02")), CFG)
     assert advice.action == ActionKind.REQUEUE and advice.exclude_nodes == ("n02",)
     unknown, _ = decide(PolicyState(), v, ctx(job_=pending, allocation=()), CFG)

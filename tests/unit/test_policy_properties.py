@@ -159,8 +159,8 @@ def test_invariants_over_any_sequence(config: PolicyConfig, seq: list[tuple]) ->
         hardware_only_foreign = (
             advice.verdict.fatal
             and advice.verdict.attribution == Attribution.HARDWARE
-            and advice.verdict.category not in (Category.STRAGGLER, Category.PREEMPTION_OR_TIMELIMIT,
-                                                Category.SLURM_NODE_FAILURE)
+            and advice.verdict.category
+            not in (Category.STRAGGLER, Category.PREEMPTION_OR_TIMELIMIT, Category.SLURM_NODE_FAILURE)
             and bool(advice.verdict.nodes)
             and not set(advice.verdict.nodes) & allowed
         )

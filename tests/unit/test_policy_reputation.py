@@ -135,7 +135,9 @@ incidents = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(found=incidents)
-def test_every_drained_node_has_own_node_evidence_from_two_users_or_a_metric(found: list[NodeIncident]) -> None:
+def test_every_drained_node_has_own_node_evidence_from_two_users_or_a_metric(
+    found: list[NodeIncident],
+) -> None:
     for node, reason in nodes_to_drain(found, ON, NOW):
         own = [
             i

@@ -22,6 +22,7 @@ class FakeJob:
     held: bool = False
     excluded: str = ""
     requeue: bool = True
+    reason: str = "JobHeldAdmin"  # Slurm's Reason while held
 
 
 @dataclass
@@ -32,7 +33,7 @@ class FakeSlurm:
     on_show: list[FakeJob | None] = field(default_factory=list)  # state changes injected before a show
 
     def line(self, job_id: str, job: FakeJob) -> str:
-        reason = "JobHeldAdmin" if job.held else "None"
+        reason = job.reason if job.held else "None"
         return (
             f"JobId={job_id} JobName=t UserId=root(0) Priority={0 if job.held else 100} JobState={job.state} "
             f"Reason={reason} Requeue={int(job.requeue)} Restarts={job.restarts} ExitCode=0:0 "
@@ -68,9 +69,11 @@ class FakeSlurm:
                 return res(1, err=f"Requested operation is presently disabled for job {job_id}")
             job.restarts += 1
             job.held = True
+            job.reason = "job_requeued_in_held_state"
             job.state = "COMPLETING" if job.state == "RUNNING" else "PENDING"
         elif verb == "hold":
             job.held = True
+            job.reason = "JobHeldAdmin"
         elif verb == "release":
             job.held = False
         elif verb == "update":
@@ -95,7 +98,7 @@ def actions(fake: FakeSlurm) -> list[str]:
     return [" ".join(c) for c in fake.calls if c[1] != "show"]
 
 
-@pytest.mark.parametrize("state", ["RUNNING", "FAILED", "NODE_FAIL", "TIMEOUT", "COMPLETING"])
+@pytest.mark.parametrize("state", ["RUNNING", "FAILED", "NODE_FAIL", "TIMEOUT"])
 async def test_requeue_hold_same_attempt(state: str) -> None:
     fake = FakeSlurm({"7": FakeJob(state=state)})
     result = await SlurmClient(fake, "lab").requeue_hold("7", expected_restarts=0)
@@ -183,20 +186,92 @@ async def test_controller_unreachable_is_retryable() -> None:
         assert info.value.retryable
 
 
-async def test_set_excluded_exact_and_idempotent() -> None:
+async def test_set_excluded_adds_and_is_idempotent() -> None:
     fake = FakeSlurm({"7": FakeJob(state="PENDING", held=True, restarts=1)})
     client = SlurmClient(fake, "lab")
     first = await client.set_excluded("7", ["node3", "node2"])
     assert first.performed and fake.jobs["7"].excluded == "node[2-3]"
     second = await client.set_excluded("7", ["node2", "node3"])
     assert not second.performed
-    cleared = await client.set_excluded("7", [])
-    assert cleared.performed and fake.jobs["7"].excluded == ""
-    assert len(actions(fake)) == 2
+    nothing = await client.set_excluded("7", [])  # never clears: TrainGuard only adds
+    assert not nothing.performed and fake.jobs["7"].excluded == "node[2-3]"
+    assert len(actions(fake)) == 1
+
+
+async def test_set_excluded_keeps_the_users_own_exclusions() -> None:
+    """Safety clause 4: the user's `-x node1` (re-read right before the update) stays."""
+    fake = FakeSlurm({"7": FakeJob(state="PENDING", held=True, restarts=1, excluded="node1")})
+    result = await SlurmClient(fake, "lab").set_excluded("7", ["node2"])
+    assert result.performed and fake.jobs["7"].excluded == "node[1-2]"
+    assert "kept the job's own node1" in result.detail
+    # the user (or an admin) added node4 after TrainGuard's ledger was computed: still kept
+    fake.jobs["7"].excluded = "node[1-2],node4"
+    again = await SlurmClient(fake, "lab").set_excluded("7", ["node2", "node3"])
+    assert fake.jobs["7"].excluded == "node[1-4]" and again.performed
+
+
+async def test_set_excluded_verifies_what_slurm_reports() -> None:
+    fake = FakeSlurm({"7": FakeJob(state="PENDING", held=True, restarts=1, excluded="node1")})
+    # Slurm takes the update but then reports a list without the user's node1: not accepted as done
+    fake.on_show = [None, FakeJob(state="PENDING", held=True, restarts=1, excluded="node2")]
+    with pytest.raises(CommandError, match="reports") as info:
+        await SlurmClient(fake, "lab").set_excluded("7", ["node2"])
+    assert info.value.retryable
+
+
+@pytest.mark.parametrize("state", ["CANCELLED", "COMPLETED", "RUNNING"])
+async def test_set_excluded_leaves_a_job_that_is_not_pending_alone(state: str) -> None:
+    fake = FakeSlurm({"7": FakeJob(state=state, held=True, restarts=1)})
+    with pytest.raises(CommandError) as info:
+        await SlurmClient(fake, "lab").set_excluded("7", ["node2"])
+    assert not info.value.retryable and actions(fake) == []
+
+
+async def test_requeue_hold_waits_until_a_completing_job_says_how_it_ended() -> None:
+    """Safety clause 1: a scancel shows as COMPLETING first; requeueing then would revive it."""
+    fake = FakeSlurm({"7": FakeJob(state="COMPLETING")})
+    fake.on_show = [None, FakeJob(state="COMPLETING"), FakeJob(state="CANCELLED")]
+    with pytest.raises(CommandError, match="CANCELLED") as info:
+        await SlurmClient(fake, "lab").requeue_hold("7", expected_restarts=0)
+    assert not info.value.retryable and actions(fake) == []
+    failed = FakeSlurm({"7": FakeJob(state="COMPLETING")})
+    failed.on_show = [None, FakeJob(state="FAILED")]
+    result = await SlurmClient(failed, "lab").requeue_hold("7", expected_restarts=0)
+    assert result.performed and actions(failed) == ["scontrol requeuehold 7"]
+
+
+async def test_requeue_hold_of_a_job_completing_too_long_is_retried_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("trainguard.slurm.client.COMPLETING_WAIT_S", 0.0)
+    fake = FakeSlurm({"7": FakeJob(state="COMPLETING")})
+    with pytest.raises(CommandError, match="still COMPLETING") as info:
+        await SlurmClient(fake, "lab").requeue_hold("7", expected_restarts=0)
+    assert info.value.retryable and actions(fake) == []
+
+
+async def test_release_lifts_only_trainguards_own_hold() -> None:
+    """Safety clause 4: a user's or an admin's hold is never released."""
+    ours = FakeSlurm({"7": FakeJob(state="PENDING", held=True, reason="job_requeued_in_held_state")})
+    assert (await SlurmClient(ours, "lab").release("7", "job_requeued_in_held_state")).performed
+    for reason in ("JobHeldUser", "JobHeldAdmin"):
+        theirs = FakeSlurm({"7": FakeJob(state="PENDING", held=True, reason=reason)})
+        result = await SlurmClient(theirs, "lab").release("7", "job_requeued_in_held_state")
+        assert not result.performed and "held by someone else" in result.detail and reason in result.detail
+        assert actions(theirs) == [] and theirs.jobs["7"].held
+        # TrainGuard placed no hold at all (it found the job already held)
+        none = await SlurmClient(theirs, "lab").release("7", "")
+        assert not none.performed and actions(theirs) == []
+
+
+async def test_release_never_touches_a_cancelled_job() -> None:
+    fake = FakeSlurm({"7": FakeJob(state="CANCELLED", held=True, reason="job_requeued_in_held_state")})
+    result = await SlurmClient(fake, "lab").release("7", "job_requeued_in_held_state")
+    assert not result.performed and "CANCELLED" in result.detail and actions(fake) == []
 
 
 async def test_set_excluded_while_running_explains() -> None:
-    fake = FakeSlurm({"7": FakeJob(state="RUNNING")})
+    fake = FakeSlurm({"7": FakeJob(state="RUNNING")})  # (COMPLETING of a requeued attempt is accepted)
     with pytest.raises(CommandError, match="only while a job is pending") as info:
         await SlurmClient(fake, "lab").set_excluded("7", ["node1"])
     assert not info.value.retryable

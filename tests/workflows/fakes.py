@@ -87,6 +87,7 @@ class FakeActivities:
     action_inputs: dict[str, list[c.JobActionInput]] = field(default_factory=dict)
     attribute_blocks: bool = False
     watch_inputs: list[c.WatchInput] = field(default_factory=list)
+    held_by_someone_else: bool = False  # requeue_hold finds the job already held (a user's hold)
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -139,14 +140,20 @@ class FakeActivities:
         self.calls.append(f"advice:{inp.advice.action.value}")
         return True
 
-    def _act(self, step: ActionStep, inp: c.JobActionInput, held: bool) -> ActionResult:
+    def _act(
+        self, step: ActionStep, inp: c.JobActionInput, held: bool, performed: bool = True, reason: str = ""
+    ) -> ActionResult:
         self.calls.append(step.value)
         self.action_inputs.setdefault(step.value, []).append(inp)
-        return ActionResult(step=step, performed=True, confirmed_at=2001.0, held=held, job_state="PENDING")
+        return ActionResult(
+            step=step, performed=performed, confirmed_at=2001.0, held=held, job_state="PENDING", reason=reason
+        )
 
     @activity.defn(name=c.REQUEUE_HOLD)
     async def requeue_hold(self, inp: c.JobActionInput) -> ActionResult:
-        return self._act(ActionStep.REQUEUE_HOLD, inp, held=True)
+        if self.held_by_someone_else:
+            return self._act(ActionStep.REQUEUE_HOLD, inp, held=True, performed=False, reason="JobHeldUser")
+        return self._act(ActionStep.REQUEUE_HOLD, inp, held=True, reason="job_requeued_in_held_state")
 
     @activity.defn(name=c.SET_EXCLUDED)
     async def set_excluded(self, inp: c.JobActionInput) -> ActionResult:

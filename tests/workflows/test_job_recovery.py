@@ -221,3 +221,77 @@ async def test_an_attempt_that_fails_before_we_see_it_running_is_still_handled(
     assert fakes.events.count(EventType.ALLOCATION_RESTARTED) == 1
     assert fakes.watch_inputs[2].phase.failure_handled is False
     assert fakes.events.count(EventType.DETECTION) == 2
+
+
+# ---- safety contract ------------------------------------------------------------------------------------
+
+
+async def test_a_job_slurm_reports_cancelled_stays_cancelled(env: WorkflowEnvironment) -> None:
+    """Clause 1: findings in the same observation do not matter; the workload stops, audited."""
+    queue = f"q-{uuid.uuid4()}"
+    cancelled = job("CANCELLED").model_copy(update={"cancelled_by": "1000"})
+    fakes = FakeActivities(script=[obs(K.FAILURE, cancelled, XID)])
+    status, history = await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert status.state == WorkloadState.STOPPED  # type: ignore[attr-defined]
+    assert fakes.scheduler_calls == [] and fakes.advice == []
+    assert EventType.STOPPED in fakes.events and EventType.DETECTION not in fakes.events
+    await Replayer(workflows=[JobRecoveryWorkflow], data_converter=env.client.data_converter).replay_workflow(
+        history
+    )
+
+
+async def test_a_cancel_during_recovery_ends_the_workload(env: WorkflowEnvironment) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(
+        script=[
+            obs(K.FAILURE, job("FAILED"), XID),
+            obs(K.STATE_CHANGE, job("CANCELLED", restarts=1, held=True)),
+        ]
+    )
+    status, _ = await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert status.state == WorkloadState.STOPPED  # type: ignore[attr-defined]
+    assert fakes.scheduler_calls == ["requeue_hold", "exclude", "release"]
+
+
+async def test_release_names_the_hold_trainguard_placed(env: WorkflowEnvironment) -> None:
+    """Clause 4: the release step learns which hold is ours; a hold found in place is nobody's to lift."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(
+        script=[obs(K.FAILURE, job("FAILED"), XID), obs(K.GONE, job("PENDING", restarts=1))]
+    )
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert fakes.action_inputs["release"][0].our_hold == "job_requeued_in_held_state"
+
+    theirs = FakeActivities(
+        script=[obs(K.FAILURE, job("FAILED"), XID), obs(K.GONE, job("PENDING", restarts=1))],
+        held_by_someone_else=True,
+    )
+    await run(env, theirs, make_input(f"q-{uuid.uuid4()}", mode=Mode.ACTION))
+    assert theirs.action_inputs["release"][0].our_hold == ""
+
+
+async def test_a_kernel_line_about_a_foreign_host_touches_nothing(env: WorkflowEnvironment) -> None:
+    """Clause 3: a job on node1,node4 whose log names node3 is neither excluded from node3 nor requeued."""
+    queue = f"q-{uuid.uuid4()}"
+    foreign = XID.model_copy(update={"nodes": ("node3",), "line": "node3 kernel: NVRM: Xid 79"})
+    on_1_4 = job("RUNNING", nodes=("node1", "node4"))
+    fakes = FakeActivities(script=[obs(K.FAILURE, on_1_4, foreign), obs(K.COMPLETED, job("COMPLETED"))])
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert fakes.scheduler_calls == []
+    assert fakes.advice[0].advice.action.value == "none" and fakes.advice[0].advice.exclude_nodes == ()
+
+
+async def test_a_slurm_requeued_job_is_excluded_only_from_its_failed_allocation(
+    env: WorkflowEnvironment,
+) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    node_fail = XID.model_copy(update={"pattern_id": "slurm_job_node_fail", "nodes": ("node2", "node7")})
+    fakes = FakeActivities(
+        script=[
+            obs(K.STATE_CHANGE, job("RUNNING", nodes=("node1", "node2"))),
+            obs(K.FAILURE, job("PENDING", restarts=1, nodes=()), node_fail),  # requeued: no nodes now
+            obs(K.GONE, job("PENDING", restarts=1, nodes=())),
+        ]
+    )
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert fakes.action_inputs["exclude"][0].nodes == ("node2",)

@@ -303,7 +303,12 @@ class LocalSlurmCluster:
             self._run(["slurmd", "-N", node])
 
     def start(self, timeout: float = 30.0) -> None:
-        """Start every daemon that is not running and wait until all nodes are plain `idle`."""
+        """Start every daemon that is not running and wait until every node has registered.
+
+        Users' jobs may be running: a node that is allocated, mixed, drained or down by an operator is
+        ready. Only a daemon that has not answered yet (`*`, `unknown`) is waited for, so restarting the
+        stack never waits on what users' jobs do. A fresh cluster is all `idle` when this returns.
+        """
         self._prepare()
         self._start_munged()
         if self._ctld_pid() is None:
@@ -311,7 +316,19 @@ class LocalSlurmCluster:
             self._wait(lambda: self._ctld_pid() is not None, 10, "slurmctld did not start")
         for node in self.node_names:
             self._start_slurmd(node)
-        self.wait_idle(timeout)
+        self.wait_registered(timeout)
+
+    def wait_registered(self, timeout: float = 30.0) -> None:
+        def registered(state: str) -> bool:
+            return bool(state) and not state.endswith("*") and not state.startswith("unk")
+
+        self._wait(
+            lambda: (
+                (s := self.node_states()) != {} and all(registered(s.get(n, "")) for n in self.node_names)
+            ),
+            timeout,
+            "nodes did not all register with slurmctld",
+        )
 
     def node_states(self) -> dict[str, str]:
         """Node name -> sinfo's compact state (`idle`, `idle*`, `down*`, `drained`, ...)."""

@@ -8,6 +8,7 @@ Behaviour of Slurm 22.05 that these rules rely on is recorded in deploy/local/RE
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Sequence
 
@@ -42,6 +43,9 @@ ALREADY_PENDING_MARKERS = ("Job is pending execution", "is pending execution")
 QUERY_TIMEOUT_S = 30.0
 ACTION_TIMEOUT_S = 20.0
 NEVER_REQUEUE_STATES = frozenset({"COMPLETED", "CANCELLED"})
+COMPLETING_WAIT_S = 20.0  # KillWait + epilog; the step is retried (with backoff) after this
+COMPLETING_POLL_S = 0.5
+CANCELLED_BY = re.compile(r"CANCELLED by (\S+)")
 ACTIVE_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED", "RESIZING"})
 
 
@@ -160,7 +164,7 @@ class SlurmClient:
         """
         step = ActionStep.REQUEUE_HOLD
         for _ in range(3):
-            job = await self._require_job(job_id)
+            job = await self._settled(job_id, expected_restarts)
             if job.restart_count > expected_restarts:
                 # COMPLETING here is the requeued attempt still tearing down: it turns PENDING next.
                 if job.state in ("PENDING", "COMPLETING") and not job.held:
@@ -220,12 +224,47 @@ class SlurmClient:
             retryable=True,
         )
 
+    async def _settled(self, job_id: str, expected_restarts: int) -> JobSnapshot:
+        """The job once its current attempt is no longer COMPLETING.
+
+        A scancel and a failure both pass through COMPLETING (22.05 prints no CANCELLED until the
+        steps are gone): requeueing then could revive a job its user has just cancelled. A COMPLETING
+        job with a higher restart count is a requeued attempt tearing down, which needs no wait.
+        """
+        deadline = time.monotonic() + COMPLETING_WAIT_S
+        while True:
+            job = await self._require_job(job_id)
+            if job.state != "COMPLETING" or job.restart_count > expected_restarts:
+                return job
+            if time.monotonic() >= deadline:
+                raise CommandError(
+                    commands.scontrol_requeuehold(job_id),
+                    None,
+                    f"job {job_id} is still COMPLETING; not requeued until Slurm says how it ended",
+                    retryable=True,
+                )
+            await asyncio.sleep(COMPLETING_POLL_S)
+
     async def set_excluded(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
-        """Set ExcNodeList to exactly `nodes`. Slurm accepts this only while the job is pending."""
+        """Add `nodes` to the job's ExcNodeList. Slurm accepts this only while the job is pending.
+
+        Only ever adds: the list is re-read right before the update and the new value is its union with
+        `nodes`, so the user's own `-x` (and any exclusion set meanwhile) stays; verified afterwards.
+        """
         step = ActionStep.EXCLUDE
-        wanted = sorted({commands.node_name(n) for n in nodes})
+        adding = {commands.node_name(n) for n in nodes}
         job = await self._require_job(job_id)
-        if sorted(job.excluded_nodes) == wanted:
+        # COMPLETING: our requeued attempt still tearing down (Slurm takes the update then).
+        if job.state not in ("PENDING", "COMPLETING"):
+            raise CommandError(
+                commands.scontrol_set_excluded(job_id, sorted(adding)),
+                None,
+                f"job {job_id} is {job.state}, not pending: Slurm changes ExcNodeList only while a job is "
+                "pending (requeue-hold it first); left as it is",
+                retryable=False,
+            )
+        wanted = sorted(adding | set(job.excluded_nodes))
+        if adding <= set(job.excluded_nodes):
             return self._done(
                 step, False, f"ExcNodeList already {commands.node_list(wanted) or '(empty)'}", job
             )
@@ -242,24 +281,55 @@ class SlurmClient:
                 ) from None
             raise
         after = await self._require_job(job_id)
-        if sorted(after.excluded_nodes) != wanted:
+        if not set(wanted) <= set(after.excluded_nodes):
             raise CommandError(
                 commands.scontrol_set_excluded(job_id, wanted),
                 0,
                 f"Slurm accepted ExcNodeList but reports {after.excluded_nodes}",
                 retryable=True,
             )
-        return self._done(step, True, f"ExcNodeList={commands.node_list(wanted) or '(empty)'}", after)
+        kept = sorted(set(job.excluded_nodes) - adding)
+        detail = f"ExcNodeList={commands.node_list(sorted(after.excluded_nodes))}"
+        if kept:
+            detail += f" (kept the job's own {commands.node_list(kept)})"
+        return self._done(step, True, detail, after)
 
-    async def release(self, job_id: str) -> ActionResult:
+    async def release(self, job_id: str, our_hold: str | None = None) -> ActionResult:
+        """Lift TrainGuard's own hold, and only that.
+
+        `our_hold` is Slurm's Reason right after TrainGuard held the job: a job held for any other
+        reason (`scontrol uhold` -> JobHeldUser, an admin's hold, `sbatch -H`) is left held. "" means
+        TrainGuard placed no hold; None is the behaviour of releases scheduled before this existed.
+        """
         step = ActionStep.RELEASE
         job = await self.job(job_id)
         if job is None:
             return self._done(step, False, "job is no longer known to Slurm")
+        if job.state in TERMINAL_STATES:
+            return self._done(step, False, f"job is {job.state}; not released", job)
         if not job.held:
             return self._done(step, False, f"job is not held ({job.state})", job)
+        if our_hold is not None and (not our_hold or job.reason != our_hold):
+            ours = f"ours was {our_hold}" if our_hold else "TrainGuard placed no hold"
+            return self._done(
+                step,
+                False,
+                f"job is held by someone else (Reason={job.reason or '?'}; {ours}); left held",
+                job,
+            )
         await self._act(commands.scontrol_release(job_id))
         return await self._performed(step, f"released the {job.state} job", job_id)
+
+    async def cancelled_by(self, job_id: str) -> str:
+        """Who cancelled the job, from accounting (`CANCELLED by <uid>`); "" when not known."""
+        result = await self.runner.run(commands.sacct_state(job_id), timeout=QUERY_TIMEOUT_S)
+        if result.returncode != 0:
+            return ""  # no accounting storage (or sacct missing): Slurm does not say who
+        for line in result.stdout.splitlines():
+            match = CANCELLED_BY.match(line.strip())
+            if match:
+                return match.group(1)
+        return ""
 
     async def cancel(self, job_id: str) -> ActionResult:
         step = ActionStep.CANCEL

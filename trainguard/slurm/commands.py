@@ -94,6 +94,11 @@ def scontrol_resume(node: str) -> list[str]:
     return ["scontrol", "update", f"NodeName={node_name(node)}", "State=RESUME"]
 
 
+def sacct_state(job: str) -> list[str]:
+    """The job's accounting state, e.g. `CANCELLED by 1000` (only where accounting storage is on)."""
+    return ["sacct", "-j", job_id(job), "-X", "-n", "-P", "-o", "State"]
+
+
 def scancel(job: str) -> list[str]:
     return ["scancel", job_id(job)]
 
