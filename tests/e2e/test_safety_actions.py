@@ -97,7 +97,8 @@ async def _assert_cancel_ends_watching(stack: Stack, job: SubmittedJob, restarts
 
 
 async def test_clause1_cancel_while_running_is_never_requeued(stack: Stack) -> None:
-    """Clause 1: scancel of a running job; its `*** JOB N ON node1 CANCELLED AT ... ***` line is no failure."""
+    """Clause 1: scancel of a running job; its `*** JOB N ON node1 CANCELLED AT ... ***` line is not a
+    failure (it used to be read as preemption and the job was requeued)."""
     job = stack.submit(comment=comment(), env=LONG)
     await stack.wait_for_event(job.job_id, EventType.WORKLOAD_DISCOVERED)
     await wait_output(job, "iteration        5/")
@@ -319,7 +320,7 @@ async def test_clause4_user_and_admin_holds_are_never_released(stack: Stack, hol
         slurm(stack.cluster, "scancel", job.job_id)
 
 
-# ---- clause 8: restarting a component never waits on users' jobs --------------------------------------------
+# ---- clause 8: restarting a component never waits on users' jobs ------------------------------------------
 
 
 async def test_clause8_local_up_restarts_a_crashed_worker_while_jobs_run() -> None:
