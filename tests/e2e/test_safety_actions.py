@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -300,8 +301,12 @@ async def test_clause4_user_and_admin_holds_are_never_released(stack: Stack, hol
     handle = stack.client.get_workflow_handle(workflow_id)
     await handle.signal("set_paused", PauseRequest(paused=True, who="e2e", reason="hold test"))
     await stack.wait_for_event(job.job_id, EventType.MONITORING_PAUSED)
-    victim = expand_hostlist(running["NodeList"])[-1]  # not the batch host: srun reports the failure
-    stack.cluster.kill_node(victim)
+    victim = expand_hostlist(running["NodeList"])[-1]  # not the batch host
+    # Only the node's slurmd dies (its tasks keep running, as on a node that lost its network): Slurm
+    # declares NODE_FAIL and requeues the job. Killing the tasks too lets srun fail the job first.
+    slurmd = stack.cluster._slurmd_pid(victim)
+    assert slurmd is not None
+    os.kill(slurmd, signal.SIGKILL)
     try:
         await wait_record(job, lambda r: r["Restarts"] == "1", "Slurm's own requeue after NODE_FAIL", 60)
         slurm(stack.cluster, "scontrol", hold, job.job_id)
@@ -316,6 +321,7 @@ async def test_clause4_user_and_admin_holds_are_never_released(stack: Stack, hol
         assert all(not e.data.get("performed") for e in released), released
         assert all("held by someone else" in e.message for e in released), released
     finally:
+        stack.cluster.kill_node(victim)  # the orphaned tasks of the first attempt
         stack.cluster.restart_node(victim)
         slurm(stack.cluster, "scancel", job.job_id)
 
