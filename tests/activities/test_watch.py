@@ -156,3 +156,39 @@ async def test_a_restarted_attempt_reports_its_first_progress_line() -> None:
     result = await watcher(world).watch(inp(phase=phase, last_job=running(restart_count=1)), lambda *a: None)
     assert result.observation.kind == ObservationKind.PROGRESS
     assert result.observation.progress.last_iteration == 21
+
+
+class CancelledByClient(Client):
+    async def cancelled_by(self, job_id: str) -> str:
+        return "1000"
+
+
+async def test_slurms_cancelled_line_in_the_log_is_not_a_failure() -> None:
+    """Safety clause 1: the line slurmstepd writes on scancel (and the time-limit/preemption variants)
+    never decides anything; Slurm's state does."""
+    world = World(job=running())
+    world.log += PROGRESS.format(i=1).encode()
+    world.log += b"slurmstepd-node1: error: *** JOB 5 ON node1 CANCELLED AT 2026-11-30T21:17:16 ***\n"
+    world.log += (
+        b"slurmstepd: error: *** STEP 5.0 ON node1 CANCELLED AT 2026-11-30T21:17:16 DUE TO TIME LIMIT ***\n"
+    )
+    world.log += (
+        b"slurmstepd: error: *** JOB 5 ON node1 CANCELLED AT 2026-11-30T21:17:16 DUE TO PREEMPTION ***\n"
+    )
+    result = await watcher(world).watch(inp(slice_s=0.3), lambda *a: None)
+    assert result.observation.kind == ObservationKind.SLICE_END
+    assert result.observation.findings == ()
+
+
+async def test_a_job_slurm_reports_cancelled_is_reported_with_who_cancelled_it() -> None:
+    world = World(job=running(state="CANCELLED"))
+    world.log += b"node2: NVRM: Xid (PCI:0000:3b:00): 79, pid=7, name=python3, GPU has fallen off the bus.\n"
+    w = JobWatcher(
+        CancelledByClient(world),  # type: ignore[arg-type]
+        SnapshotCache(world.snapshot, max_age_s=0.0),
+        lambda job, path: Source(world),  # type: ignore[arg-type,return-value]
+    )
+    result = await w.watch(inp(last_job=running()), lambda *a: None)
+    obs = result.observation
+    assert obs.kind == ObservationKind.STATE_CHANGE and obs.findings == ()
+    assert obs.job is not None and obs.job.state == "CANCELLED" and obs.job.cancelled_by == "1000"

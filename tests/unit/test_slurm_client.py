@@ -349,3 +349,20 @@ async def test_job_falls_back_to_json_when_scontrol_text_is_ambiguous() -> None:
     job = await SlurmClient(fake, "lab").job("1")
     assert job is not None and job.state == "RUNNING" and job.nodes == ("node1", "node2")
     assert [c[0] for c in fake.calls] == ["env", "squeue"]
+
+
+class SacctRunner(FakeSlurm):
+    def __init__(self, rc: int, out: str) -> None:
+        super().__init__()
+        self.rc, self.out = rc, out
+
+    async def run(self, argv: Sequence[str], *, timeout: float = 30.0, check: bool = False) -> CommandResult:
+        assert list(argv) == ["sacct", "-j", "7", "-X", "-n", "-P", "-o", "State"]
+        return CommandResult(tuple(argv), self.rc, self.out, "")
+
+
+async def test_who_cancelled_comes_from_accounting_when_there_is_any() -> None:
+    assert await SlurmClient(SacctRunner(0, "CANCELLED by 1000\n"), "lab").cancelled_by("7") == "1000"
+    assert await SlurmClient(SacctRunner(0, "COMPLETED\n"), "lab").cancelled_by("7") == ""
+    disabled = SacctRunner(1, "Slurm accounting storage is disabled\n")
+    assert await SlurmClient(disabled, "lab").cancelled_by("7") == ""
