@@ -214,6 +214,12 @@ class ClusterActivities:
             raise ApplicationError(str(err)[:500], type="InvalidInput", non_retryable=True) from None
         log.info("%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail)
         failpoints.hit(f"after_{step.value}", inp.advice_id)
+        own_hold: str | None = None
+        if step == ActionStep.REQUEUE_HOLD:
+            # A hold found in place is someone else's, unless an earlier try of this very step (killed
+            # before it reported) placed it: only then is Temporal's attempt above 1.
+            mine = result.performed or activity.info().attempt > 1
+            own_hold = job.reason if job is not None and job.held and mine else ""
         return result.model_copy(
             update={
                 "confirmed_at": time.time(),
@@ -221,6 +227,7 @@ class ClusterActivities:
                 "held": bool(job and job.held),
                 "restart_count": job.restart_count if job else 0,
                 "reason": job.reason if job else "",
+                "own_hold": own_hold,
             }
         )
 

@@ -260,6 +260,10 @@ class ActionResult(Frozen):
     held: bool = False  # whether Slurm reports the job held after the step
     restart_count: int = 0
     reason: str = ""  # Slurm's Reason after the step (which hold: ours, a user's, an admin's)
+    # Hold steps: Slurm's Reason for the hold this step placed (or an earlier try of this same step,
+    # killed before it could report); "" when the job was already held by someone else. None: not a
+    # hold step, or a worker from before this field.
+    own_hold: str | None = None
 
 
 class EventType(StrEnum):

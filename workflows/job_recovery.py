@@ -709,11 +709,9 @@ class JobRecoveryWorkflow:
 
 
 def _own_hold(result: ActionResult) -> str | None:
-    """Slurm's Reason for the hold TrainGuard just placed; "" when the step found the job already held
-    (someone else's hold: never ours to lift); None when an older worker did not report the reason."""
-    if not (result.performed and result.held):
-        return ""
-    return result.reason or None
+    """Slurm's Reason for the hold TrainGuard placed; "" when the step found the job held by someone
+    else (never ours to lift); None when an older worker did not say (release as before)."""
+    return result.own_hold
 
 
 def _top_finding(findings: tuple[Finding, ...]) -> Finding | None:

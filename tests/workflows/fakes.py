@@ -152,8 +152,10 @@ class FakeActivities:
     @activity.defn(name=c.REQUEUE_HOLD)
     async def requeue_hold(self, inp: c.JobActionInput) -> ActionResult:
         if self.held_by_someone_else:
-            return self._act(ActionStep.REQUEUE_HOLD, inp, held=True, performed=False, reason="JobHeldUser")
-        return self._act(ActionStep.REQUEUE_HOLD, inp, held=True, reason="job_requeued_in_held_state")
+            result = self._act(ActionStep.REQUEUE_HOLD, inp, held=True, performed=False, reason="JobHeldUser")
+            return result.model_copy(update={"own_hold": ""})
+        result = self._act(ActionStep.REQUEUE_HOLD, inp, held=True, reason="job_requeued_in_held_state")
+        return result.model_copy(update={"own_hold": "job_requeued_in_held_state"})
 
     @activity.defn(name=c.SET_EXCLUDED)
     async def set_excluded(self, inp: c.JobActionInput) -> ActionResult:
