@@ -57,7 +57,7 @@ class CapturedSlurm(LocalRunner):
 @pytest.mark.parametrize(("version", "nodes_cmd"), [("22.05", "sinfo"), ("24.11", "scontrol")])
 def test_snapshot_learns_the_version_and_reads_per_node_data(version: str, nodes_cmd: str) -> None:
     runner = CapturedSlurm(version)
-    client = SlurmClient(runner, "lab")
+    client = SlurmClient(runner, "lab", incremental=False)
 
     async def go() -> None:
         first = await client.snapshot()

@@ -33,7 +33,8 @@ def version_of(path: Path) -> str:
 
 
 EXPECTED_FORMAT = {"22.05": "openapi/v0.0.38", "24.11": "data_parser/v0.0.42"}
-JSON_CAPTURES = sorted(p for p in FIXTURES.rglob("*.json"))
+STATE_CAPTURES = sorted(FIXTURES.rglob("*_states.json"))  # squeue --only-job-state: its own kind
+JSON_CAPTURES = sorted(p for p in FIXTURES.rglob("*.json") if p not in STATE_CAPTURES)
 JOB_CAPTURES = [p for p in JSON_CAPTURES if "jobs" in json.loads(p.read_text())]
 NODE_CAPTURES = [p for p in JSON_CAPTURES if p not in JOB_CAPTURES]
 
