@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 
 from activities.snapshot_cache import SnapshotCache
 from trainguard.models import ClusterSnapshot, JobSnapshot
@@ -93,9 +95,7 @@ async def test_fetches_never_run_back_to_back_even_after_a_failure() -> None:
 
     cache = SnapshotCache(fetch, max_age_s=0.0)
     for _ in range(3):
-        try:
+        with contextlib.suppress(RuntimeError):
             await cache.get()
-        except RuntimeError:
-            pass
-    gaps = [nxt[0] - prev[1] for prev, nxt in zip(spans, spans[1:], strict=False)]
+    gaps = [nxt[0] - prev[1] for prev, nxt in itertools.pairwise(spans)]
     assert len(spans) == 3 and all(gap >= 0.1 for gap in gaps)  # >= (4 - 1) x 0.05 s of rest
