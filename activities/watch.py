@@ -83,6 +83,11 @@ class JobWatcher:
         single = await self.client.job(inp.workload.job_id)
         if single is not None and matches_workload(inp.workload, single, known):
             return single
+        if single is None and inp.workload.job_id.isdigit():
+            # slurmctld forgot it (MinJobAge): slurmdbd may still know how it ended.
+            finished = await self.client.finished_job(inp.workload.job_id)
+            if finished is not None and matches_workload(inp.workload, finished, known):
+                return finished
         return None
 
     async def watch(self, inp: c.WatchInput, heartbeat: Callable[..., None]) -> c.WatchResult:

@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from trainguard.models import ActionResult, ActionStep, ClusterSnapshot, JobSnapshot, NodeSnapshot
-from trainguard.slurm import commands, incremental
+from trainguard.slurm import commands, incremental, offload
 from trainguard.slurm.errors import AmbiguousOutputError, SlurmReportedError
 from trainguard.slurm.formats import detect_format, parse_jobs, parse_nodes, uses_data_parser
+from trainguard.slurm.formats.sacct_text import accounting_configured, parse_sacct_job
 from trainguard.slurm.parsers import load_document, parse_scontrol_job, parse_scontrol_nodes
 from trainguard.slurm.runner import CommandError, CommandResult, Runner
 from trainguard.slurm.states import (
@@ -77,6 +78,16 @@ def mentions_trainguard(job: JobSnapshot) -> bool:
     return "trainguard" in job.comment
 
 
+def _parse_snapshot(jobs_text: str, nodes_text: str) -> tuple[str, list[JobSnapshot], list[NodeSnapshot]]:
+    jobs_doc = load_document(jobs_text, "squeue --json")
+    jobs = parse_jobs(jobs_doc)
+    return detect_format(jobs_doc), jobs, parse_nodes(load_document(nodes_text, "nodes --json"))
+
+
+def _format_of(text: str) -> str:
+    return detect_format(load_document(text, "squeue --json"))
+
+
 def _parse_jobs_text(text: str) -> list[JobSnapshot]:
     return parse_jobs(load_document(text, "squeue --json"))
 
@@ -107,6 +118,7 @@ class SlurmClient:
         self.full_every = max(1, full_every)
         self.watched = watched or mentions_trainguard
         self._previous: tuple[JobSnapshot, ...] = ()
+        self._accounting: bool | None = None
         self._cycle = 0
 
     # -- queries -------------------------------------------------------------------------------
@@ -121,13 +133,6 @@ class SlurmClient:
             return commands.scontrol_show_nodes_json()
         return commands.sinfo_json()
 
-    def _parse_snapshot(
-        self, jobs_text: str, nodes_text: str
-    ) -> tuple[str, list[JobSnapshot], list[NodeSnapshot]]:
-        jobs_doc = load_document(jobs_text, "squeue --json")
-        jobs = parse_jobs(jobs_doc)
-        return detect_format(jobs_doc), jobs, parse_nodes(load_document(nodes_text, "nodes --json"))
-
     def _incremental(self) -> bool:
         """Cheap state listing + `-j` detail reads: squeue honours -j with --json from 24.05 (v0.0.41)."""
         fmt = self.json_format or ""
@@ -137,15 +142,15 @@ class SlurmClient:
         self._cycle += 1
         if not self._previous or self._cycle % self.full_every == 0:
             text = await self._query(commands.squeue_json())
-            return await asyncio.to_thread(_parse_jobs_text, text)
+            return await offload.parse(_parse_jobs_text, text)
         states_text = await self._query(commands.squeue_json_states())
-        job_states = await asyncio.to_thread(_parse_states_text, states_text)
+        job_states = await offload.parse(_parse_states_text, states_text)
         todo = incremental.plan(job_states, self._previous, self.watched)
         details: list[JobSnapshot] = []
         for start in range(0, len(todo.refresh), DETAIL_CHUNK):
             chunk = todo.refresh[start : start + DETAIL_CHUNK]
             text = await self._query(commands.squeue_json_jobs(chunk))
-            details.extend(await asyncio.to_thread(_parse_jobs_text, text))
+            details.extend(await offload.parse(_parse_jobs_text, text))
         return incremental.merge(todo.keep, details)
 
     async def snapshot(self) -> ClusterSnapshot:
@@ -161,21 +166,20 @@ class SlurmClient:
         try:
             if self.json_format is None:
                 jobs_text = await self._query(commands.squeue_json())
-                doc = await asyncio.to_thread(load_document, jobs_text, "squeue --json")
-                self._learn_format(detect_format(doc))
+                self._learn_format(await offload.parse(_format_of, jobs_text))
                 nodes_text = await self._query(self._nodes_argv())
-                fmt, jobs, nodes = await asyncio.to_thread(self._parse_snapshot, jobs_text, nodes_text)
+                fmt, jobs, nodes = await offload.parse(_parse_snapshot, jobs_text, nodes_text)
                 self._learn_format(fmt)
             elif self._incremental():
                 jobs, nodes_text = await asyncio.gather(
                     self._jobs_incremental(), self._query(self._nodes_argv())
                 )
-                nodes = await asyncio.to_thread(_parse_nodes_text, nodes_text)
+                nodes = await offload.parse(_parse_nodes_text, nodes_text)
             else:
                 jobs_text, nodes_text = await asyncio.gather(
                     self._query(commands.squeue_json()), self._query(self._nodes_argv())
                 )
-                fmt, jobs, nodes = await asyncio.to_thread(self._parse_snapshot, jobs_text, nodes_text)
+                fmt, jobs, nodes = await offload.parse(_parse_snapshot, jobs_text, nodes_text)
                 self._learn_format(fmt)
         except SlurmReportedError as err:
             raise CommandError(commands.squeue_json(), 0, str(err), retryable=True) from None
@@ -205,7 +209,7 @@ class SlurmClient:
         argv = commands.squeue_json_job(job_id)
         text = await self._query(argv)
         try:
-            jobs = await asyncio.to_thread(_parse_jobs_text, text)
+            jobs = await offload.parse(_parse_jobs_text, text)
         except SlurmReportedError as err:
             raise CommandError(argv, 0, str(err), retryable=True) from None
         for job in jobs:
@@ -214,6 +218,24 @@ class SlurmClient:
             ):
                 return job
         return None
+
+    async def accounting(self) -> bool:
+        """Is slurmdbd configured (AccountingStorageType), so sacct knows jobs slurmctld forgot?"""
+        if self._accounting is None:
+            result = await self.runner.run(commands.scontrol_show_config(), timeout=QUERY_TIMEOUT_S)
+            raise_for(result)
+            self._accounting = accounting_configured(result.stdout)
+        return self._accounting
+
+    async def finished_job(self, job_id: str) -> JobSnapshot | None:
+        """A job slurmctld no longer knows (after MinJobAge), from sacct when accounting is configured.
+
+        None when there is no accounting or no record: then the job is really gone from Slurm's view.
+        Not used by actions: a job known only to sacct cannot be acted on.
+        """
+        if not await self.accounting():
+            return None
+        return parse_sacct_job(await self._query(commands.sacct_job(job_id)), job_id)
 
     async def _require_job(self, job_id: str) -> JobSnapshot:
         job = await self.job(job_id)

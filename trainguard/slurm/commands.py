@@ -92,6 +92,19 @@ def scontrol_show_nodes() -> list[str]:
     return [*SCONTROL_ENV, "scontrol", "show", "nodes", "-o"]
 
 
+def scontrol_show_config() -> list[str]:
+    return ["scontrol", "show", "config"]
+
+
+SACCT_FIELDS = ("JobIDRaw", "State", "ExitCode", "Submit", "Start", "End", "NodeList", "Partition")
+
+
+def sacct_job(job: str) -> list[str]:
+    """The job's last allocation from slurmdbd (after MinJobAge slurmctld forgets it): `|`-separated
+    fields that hold no user text, epoch times."""
+    return [*SCONTROL_ENV, "sacct", "-X", "-n", "-P", "-j", job_id(job), f"--format={','.join(SACCT_FIELDS)}"]
+
+
 def scontrol_requeuehold(job: str) -> list[str]:
     return ["scontrol", "requeuehold", job_id(job)]
 
