@@ -135,3 +135,25 @@ def test_client_reads_states_then_details_only() -> None:
     assert squeues[0] == ("squeue", "--json", "-t", "all")
     assert squeues[1] == ("squeue", "--json", "--only-job-state", "-t", "all")
     assert squeues[2][:5] == ("squeue", "--json", "-t", "all", "-j") and "3" not in squeues[2][5].split(",")
+
+
+class Refusing(Moments):
+    async def run(self, argv: Sequence[str], *, timeout: float = 30.0, check: bool = False) -> CommandResult:
+        if "--only-job-state" in argv:
+            self.calls.append(tuple(argv))
+            return CommandResult(tuple(argv), 1, "", "squeue: unrecognized option '--only-job-state'")
+        return await super().run(argv, timeout=timeout, check=check)
+
+
+def test_a_squeue_without_the_state_listing_falls_back_to_full_reads() -> None:
+    runner = Refusing("fmt_mixed", "fmt_node_fail_end")
+    client = SlurmClient(runner, "lab")
+
+    async def go() -> None:
+        for _ in range(3):
+            snap = await client.snapshot()
+            assert key(snap.jobs) == key(jobs_at("fmt_mixed"))
+
+    asyncio.run(go())
+    assert client.incremental is False
+    assert sum("--only-job-state" in call for call in runner.calls) == 1

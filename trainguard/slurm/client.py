@@ -143,7 +143,16 @@ class SlurmClient:
         if not self._previous or self._cycle % self.full_every == 0:
             text = await self._query(commands.squeue_json())
             return await offload.parse(_parse_jobs_text, text)
-        states_text = await self._query(commands.squeue_json_states())
+        try:
+            states_text = await self._query(commands.squeue_json_states())
+        except CommandError as err:
+            if err.retryable:
+                raise
+            # This squeue refuses --only-job-state: read everything, as before, from now on.
+            log.warning("cluster %s: no cheap state listing (%s); reading full snapshots", self.cluster, err)
+            self.incremental = False
+            text = await self._query(commands.squeue_json())
+            return await offload.parse(_parse_jobs_text, text)
         job_states = await offload.parse(_parse_states_text, states_text)
         todo = incremental.plan(job_states, self._previous, self.watched)
         details: list[JobSnapshot] = []
