@@ -13,7 +13,6 @@ import pytest
 from tests.e2e.stack import Stack
 from trainguard.models import EventType
 
-
 # The recovery paths that depend on how Slurm reports jobs run on both versions (tests/e2e/conftest.py).
 BOTH = pytest.mark.slurm_versions("22.05", "24.11")
 

@@ -559,7 +559,7 @@ class LocalSlurmCluster:
         if self.version == "22.05":
             argv += ["-s", "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36"]
         else:
-            argv += ["-g", "nogroup", "-s", "openapi/slurmctld"]  # 22.05 has no -g
+            argv += ["-g", "nogroup", "-s", "openapi/slurmctld"]  # drop root's group too (22.05 has no -g)
         self._rest.argv = [*argv, f"127.0.0.1:{self.rest_port}"]
         self._rest.env = {"SLURM_CONF": str(self.conf), "SLURM_JWT": "daemon"}
         self._rest.log_file = self.log_dir / "slurmrestd.log"
