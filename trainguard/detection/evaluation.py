@@ -3,7 +3,9 @@ fatal, source, log)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +15,43 @@ from trainguard.detection.classify import ClassifyResult, classify_text
 
 DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "corpus"
 SHARED_SAMPLE_NAMES = ("shared/corpus/public-sample.jsonl",)
+TUNING = "tuning"
+HELDOUT = "heldout"
+SPLITS = (TUNING, HELDOUT)
+# Share of new source repositories that go to the held-out part (decided before any scoring).
+HELDOUT_PERCENT = 65
+SPLIT_SALT = "trainguard-corpus-split-v1"
+# Renamed repositories: one project is one split unit whatever name a thread was filed under.
+_RENAMED = {
+    "microsoft/deepspeed": "deepspeedai/deepspeed",
+    "pytorchlightning/pytorch-lightning": "lightning-ai/pytorch-lightning",
+    "lightning-ai/lightning": "lightning-ai/pytorch-lightning",
+    "nvidia/nemo-megatron-launcher": "nvidia/nemo-framework-launcher",
+}
+_GITHUB = re.compile(r"(?:https?://)?github\.com/([^/#?\s]+/[^/#?\s]+)")
+
+
+def source_repo(source: str) -> str:
+    """The unit of the tuning/held-out split: `owner/name` for GitHub, host + thread path elsewhere."""
+    m = _GITHUB.match(source.strip())
+    if m:
+        repo = m.group(1).removesuffix(".git").lower()
+        return _RENAMED.get(repo, repo)
+    rest = re.sub(r"^https?://", "", source.strip()).split()[0] if source.strip() else ""
+    return rest.split("#", 1)[0].split("?", 1)[0].rstrip("/").lower()
+
+
+def split_for(repo: str, tuned_before: frozenset[str] = frozenset()) -> str:
+    """Deterministic split of a source repository.
+
+    Repositories the signatures were already fitted to (`tuned_before`: every repository of the
+    excerpts that predate the split) stay in the tuning part; any other one is held out when
+    sha256(salt + repo) falls in the first HELDOUT_PERCENT of 100 buckets.
+    """
+    if repo in tuned_before:
+        return TUNING
+    bucket = int(hashlib.sha256(f"{SPLIT_SALT}:{repo}".encode()).hexdigest()[:8], 16) % 100
+    return HELDOUT if bucket < HELDOUT_PERCENT else TUNING
 
 
 class CorpusError(ValueError):
