@@ -11,7 +11,10 @@ from typing import Any
 
 from trainguard.detection.evaluation import SPLITS, CorpusError, Report, evaluate_parts, load_corpus
 
-_TITLES = {"tuning": "tuning part (signatures may be fitted to it)", "heldout": "held-out part (never tuned on)"}
+_TITLES = {
+    "tuning": "tuning part (signatures may be fitted to it)",
+    "heldout": "held-out part (never tuned on)",
+}
 
 
 def _doc(report: Report) -> dict[str, Any]:
@@ -54,8 +57,10 @@ def _handle(args: argparse.Namespace) -> int:
         print(json.dumps(doc))
         return 0
     repos = {part: len({s.repo for s in samples if s.split == part}) for part in SPLITS}
-    print(f"corpus: {len(samples)} real excerpts; " + ", ".join(
-        f"{part} {parts[part].total} from {repos[part]} sources" for part in SPLITS))
+    print(
+        f"corpus: {len(samples)} real excerpts; "
+        + ", ".join(f"{part} {parts[part].total} from {repos[part]} sources" for part in SPLITS)
+    )
     for part in SPLITS:
         print()
         print(f"== {_TITLES[part]} ==")

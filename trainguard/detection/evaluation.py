@@ -14,6 +14,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from trainguard.detection.classify import ClassifyResult, classify_text
@@ -147,8 +148,8 @@ class Report:
     def calibration(self, edges: Sequence[float] = CONFIDENCE_EDGES) -> list[tuple[str, int, float]]:
         """(bucket, verdicts, share right) for each confidence bucket that holds a verdict."""
         rows: list[tuple[str, int, float]] = []
-        bounds = list(edges) + [1.0000001]
-        for lo, hi in zip(bounds, bounds[1:], strict=False):
+        bounds = [*edges, 1.0000001]
+        for lo, hi in pairwise(bounds):
             inside = [o for o in self.outcomes if lo <= o.result.confidence < hi]
             if inside:
                 label = f"{lo:.2f}-{min(hi, 1.0):.2f}"
@@ -179,7 +180,9 @@ class Report:
         lines.append(f"attribution           {self.attribution_accuracy:.1%}")
         lines.append(f"healthy called fatal  {len(self.healthy_classified_fatal)}")
         if self.node_labelled:
-            lines.append(f"implicated node       {self.node_accuracy:.1%} of {len(self.node_labelled)} labelled")
+            lines.append(
+                f"implicated node       {self.node_accuracy:.1%} of {len(self.node_labelled)} labelled"
+            )
         if calibration:
             lines.append("")
             lines.append("confidence calibration (share of verdicts fully right):")
