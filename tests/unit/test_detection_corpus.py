@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from functools import cache
 
 from trainguard.detection.classify import ClassifyResult
 from trainguard.detection.evaluation import (
@@ -93,8 +94,14 @@ def test_split_rule_is_deterministic_and_case_insensitive() -> None:
     ]
 
 
+@cache
+def _parts() -> dict[str, Report]:
+    """Classify the corpus once for the tests that read the scores (each part on its own)."""
+    return evaluate_parts(load_corpus())
+
+
 def test_tuning_part_meets_the_targets() -> None:
-    report = evaluate_parts(load_corpus())[TUNING]
+    report = _parts()[TUNING]
     assert report.healthy_classified_fatal == []
     assert report.fatal_accuracy >= TARGET_FATAL
     assert report.category_accuracy >= TARGET_CATEGORY
@@ -102,7 +109,7 @@ def test_tuning_part_meets_the_targets() -> None:
 
 
 def test_heldout_part_holds_its_floor() -> None:
-    report = evaluate_parts(load_corpus())[HELDOUT]
+    report = _parts()[HELDOUT]
     assert report.total >= 85
     assert report.healthy_classified_fatal == []
     assert report.fatal_accuracy >= HELDOUT_FLOOR_FATAL
