@@ -352,11 +352,14 @@ async def test_job_falls_back_to_json_when_scontrol_text_is_ambiguous() -> None:
 
 
 class SacctRunner(FakeSlurm):
-    def __init__(self, rc: int, out: str) -> None:
+    def __init__(self, rc: int, out: str, storage: str = "accounting_storage/slurmdbd") -> None:
         super().__init__()
-        self.rc, self.out = rc, out
+        self.rc, self.out, self.storage = rc, out, storage
 
     async def run(self, argv: Sequence[str], *, timeout: float = 30.0, check: bool = False) -> CommandResult:
+        self.calls.append(tuple(argv))
+        if list(argv) == ["scontrol", "show", "config"]:
+            return CommandResult(tuple(argv), 0, f"AccountingStorageType   = {self.storage}\n", "")
         assert list(argv) == ["sacct", "-j", "7", "-X", "-n", "-P", "-o", "State"]
         return CommandResult(tuple(argv), self.rc, self.out, "")
 
@@ -364,5 +367,8 @@ class SacctRunner(FakeSlurm):
 async def test_who_cancelled_comes_from_accounting_when_there_is_any() -> None:
     assert await SlurmClient(SacctRunner(0, "CANCELLED by 1000\n"), "lab").cancelled_by("7") == "1000"
     assert await SlurmClient(SacctRunner(0, "COMPLETED\n"), "lab").cancelled_by("7") == ""
-    disabled = SacctRunner(1, "Slurm accounting storage is disabled\n")
-    assert await SlurmClient(disabled, "lab").cancelled_by("7") == ""
+    failing = SacctRunner(1, "sacct: error: Problem talking to the database\n")
+    assert await SlurmClient(failing, "lab").cancelled_by("7") == ""
+    none = SacctRunner(0, "", storage="accounting_storage/none")
+    assert await SlurmClient(none, "lab").cancelled_by("7") == ""
+    assert len(none.calls) == 1  # no sacct without accounting storage
