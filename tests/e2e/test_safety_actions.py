@@ -222,8 +222,12 @@ async def test_clause3_kernel_line_about_a_foreign_host_never_excludes_it(stack:
     assert record["Restarts"] == "0", record
     for event in of_type(events, EventType.ACTION) + of_type(events, EventType.ADVICE):
         assert "node3" not in event.nodes, event
-    advice = of_type(events, EventType.ADVICE)
-    assert advice and advice[0].action == "none" and "outside" in advice[0].message, advice
+    # Whether detection reads the line as this job's failure is clause 2's business; if the verdict does
+    # name node3, the policy says why it is ignored.
+    for advice in of_type(events, EventType.ADVICE):
+        assert advice.action == "none", advice
+        if "node3" in str(advice.data.get("implicated")):
+            assert "outside" in advice.message, advice
 
 
 # ---- clause 4: the user's settings are the user's ----------------------------------------------------------
@@ -297,7 +301,8 @@ async def test_clause4_user_and_admin_holds_are_never_released(stack: Stack, hol
         await stack.wait_for_event(job.job_id, EventType.WORKLOAD_DISCOVERED), EventType.WORKLOAD_DISCOVERED
     )
     running = await wait_record(job, lambda r: r["JobState"] == "RUNNING", "RUNNING")
-    workflow_id = WorkloadId(cluster="e2e", job_id=job.job_id, submit_time=discovered.submit_time).workflow_id
+    cluster = stack.settings.cluster.name
+    workflow_id = WorkloadId(cluster=cluster, job_id=job.job_id, submit_time=discovered.submit_time).workflow_id
     handle = stack.client.get_workflow_handle(workflow_id)
     await handle.signal("set_paused", PauseRequest(paused=True, who="e2e", reason="hold test"))
     await stack.wait_for_event(job.job_id, EventType.MONITORING_PAUSED)
