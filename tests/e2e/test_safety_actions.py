@@ -28,6 +28,9 @@ from trainguard.slurm.client import SlurmClient
 from trainguard.slurm.hostlist import expand_hostlist
 from trainguard.slurm.runner import CommandError, LocalRunner
 
+# Every clause holds on each Slurm version the suite covers (tests/e2e/conftest.py); clause 8 restarts
+# the quick-start stack, which runs the host's Slurm.
+BOTH = pytest.mark.slurm_versions("22.05", "24.11")
 LONG = {"TRAINSIM_ITERS": "400", "TRAINSIM_STEP_S": "0.1"}  # ~40 s of training: outlives every test step
 
 
@@ -97,6 +100,7 @@ async def _assert_cancel_ends_watching(stack: Stack, job: SubmittedJob, restarts
     ]
 
 
+@BOTH
 async def test_clause1_cancel_while_running_is_never_requeued(stack: Stack) -> None:
     """Clause 1: scancel of a running job; its `*** JOB N ON node1 CANCELLED AT ... ***` line is not a
     failure (it used to be read as preemption and the job was requeued)."""
@@ -109,6 +113,7 @@ async def test_clause1_cancel_while_running_is_never_requeued(stack: Stack) -> N
     assert f"*** JOB {job.job_id} ON" in out and "CANCELLED AT" in out, out[-1500:]
 
 
+@BOTH
 async def test_clause1_cancel_while_pending_ends_watching(stack: Stack) -> None:
     """Clause 1: scancel of a pending job (not yet eligible: --begin in ten minutes)."""
     job = stack.submit(comment=comment(), env=LONG, extra=["--begin=now+600"])
@@ -118,6 +123,7 @@ async def test_clause1_cancel_while_pending_ends_watching(stack: Stack) -> None:
     await _assert_cancel_ends_watching(stack, job)
 
 
+@BOTH
 async def test_clause1_cancel_of_a_user_held_job_ends_watching(stack: Stack) -> None:
     """Clause 1: scancel of a job submitted held (`sbatch -H`)."""
     job = stack.submit(comment=comment(), env=LONG, extra=["-H"])
@@ -127,6 +133,7 @@ async def test_clause1_cancel_of_a_user_held_job_ends_watching(stack: Stack) -> 
     await _assert_cancel_ends_watching(stack, job)
 
 
+@BOTH
 async def test_clause1_cancel_of_a_job_trainguard_requeue_held_is_never_undone(
     slurm_cluster: LocalSlurmCluster, tmp_path: Path
 ) -> None:
@@ -184,6 +191,7 @@ FOREIGN_XID = (
 )
 
 
+@BOTH
 async def test_clause3_kernel_line_about_a_foreign_host_never_excludes_it(stack: Stack) -> None:
     """Clause 3: a job on node1,node4 whose log holds `node3 kernel: NVRM: Xid 79` (a shared syslog line)
     never gets ExcNodeList=node3, and is not restarted for another host's GPU."""
@@ -255,6 +263,7 @@ SETTINGS = (
 )
 
 
+@BOTH
 async def test_clause4_user_exclusion_is_kept_and_job_settings_unchanged(stack: Stack) -> None:
     """Clause 4: user `-x node1` + a GPU fault on node2: ExcNodeList holds node1 AND node2, the job never
     runs on node1 again; time limit, dependency, nice and every other setting are as the user set them."""
@@ -287,6 +296,7 @@ async def test_clause4_user_exclusion_is_kept_and_job_settings_unchanged(stack: 
     assert exclude and "kept the job's own node1" in exclude[0].message, exclude
 
 
+@BOTH
 @pytest.mark.parametrize(("hold", "reason"), [("uhold", "JobHeldUser"), ("hold", "JobHeldAdmin")])
 async def test_clause4_user_and_admin_holds_are_never_released(stack: Stack, hold: str, reason: str) -> None:
     """Clause 4: a node fails under a running job, Slurm requeues it, and the user (`scontrol uhold`) or an
@@ -302,7 +312,8 @@ async def test_clause4_user_and_admin_holds_are_never_released(stack: Stack, hol
     )
     running = await wait_record(job, lambda r: r["JobState"] == "RUNNING", "RUNNING")
     cluster = stack.settings.cluster.name
-    workflow_id = WorkloadId(cluster=cluster, job_id=job.job_id, submit_time=discovered.submit_time).workflow_id
+    workload = WorkloadId(cluster=cluster, job_id=job.job_id, submit_time=discovered.submit_time)
+    workflow_id = workload.workflow_id
     handle = stack.client.get_workflow_handle(workflow_id)
     await handle.signal("set_paused", PauseRequest(paused=True, who="e2e", reason="hold test"))
     await stack.wait_for_event(job.job_id, EventType.MONITORING_PAUSED)
