@@ -400,6 +400,10 @@ async def test_clause8_local_up_restarts_a_crashed_worker_while_jobs_run() -> No
             t0 = time.monotonic()
             await asyncio.wait_for(asyncio.to_thread(up, layout), timeout=60)
             took = time.monotonic() - t0
+            for _ in range(100):  # the new process shows as the worker once it has exec'd
+                if layout.worker().pid() is not None:
+                    break
+                await asyncio.sleep(0.1)
             new_pid = layout.worker().pid()
             assert new_pid is not None and new_pid != old_pid
             assert job.show()["JobState"] == "RUNNING"  # up() returned while the job was still running
