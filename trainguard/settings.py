@@ -135,6 +135,7 @@ class MetricsSettings(Section):
 class APISettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8088, ge=1, le=65535)
+    metrics_port: int = Field(default=0, ge=0, le=65535)  # >0: /metrics there only, not on `port`
     token: str | None = None  # bearer token for mutating calls; None = mutations refused
     read_requires_token: bool = False
 

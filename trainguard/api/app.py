@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -100,6 +100,25 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(status.HTTP_503_SERVICE_UNAVAILABLE, "audit store unavailable")
 
 
+def _add_metrics_route(app: FastAPI, registry: CollectorRegistry) -> None:
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
+    def metrics() -> Response:
+        """Prometheus exposition: TrainGuard's own metrics plus gauges computed from the audit store."""
+        return Response(render_metrics(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def create_metrics_app(store: AuditStore) -> FastAPI:
+    """`/metrics` alone, for `api.metrics_port`: scraped without the API's credentials."""
+    app = FastAPI(title="TrainGuard metrics", docs_url=None, redoc_url=None, openapi_url=None)
+    _add_metrics_route(app, store_registry(store))
+    return app
+
+
 def create_app(
     settings: Settings, *, store: AuditStore | None = None, temporal: TemporalControl | None = None
 ) -> FastAPI:
@@ -134,15 +153,8 @@ def create_app(
             return Health(status="unavailable", checks={"audit": clip(type(err).__name__, 100)})
         return Health(status="ok", checks={"audit": "ok"})
 
-    @app.get(
-        "/metrics",
-        tags=["health"],
-        response_class=Response,
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
-    )
-    def metrics() -> Response:
-        """Prometheus exposition: TrainGuard's own metrics plus gauges computed from the audit store."""
-        return Response(render_metrics(registry), media_type=CONTENT_TYPE_LATEST)
+    if not settings.api.metrics_port:  # else create_metrics_app serves it on its own port
+        _add_metrics_route(app, registry)
 
     @app.get("/", include_in_schema=False)
     async def console() -> FileResponse:

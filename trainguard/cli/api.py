@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
 
@@ -19,16 +20,22 @@ def register(sub: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from trainguard.api.app import create_app
+    from trainguard.api.app import create_app, create_metrics_app
     from trainguard.cli import settings_from
 
     settings = settings_from(args)
     app = create_app(settings)
-    uvicorn.run(
-        app,
-        host=args.host or settings.api.host,
-        port=args.port or settings.api.port,
-        log_level=args.log_level,
-        access_log=args.log_level == "debug",
-    )
+    host = args.host or settings.api.host
+    common: dict[str, Any] = {"log_level": args.log_level, "access_log": args.log_level == "debug"}
+    servers = [uvicorn.Server(uvicorn.Config(app, host=host, port=args.port or settings.api.port, **common))]
+    if settings.api.metrics_port:
+        metrics_app = create_metrics_app(app.state.ctx.store)
+        servers.append(
+            uvicorn.Server(uvicorn.Config(metrics_app, host=host, port=settings.api.metrics_port, **common))
+        )
+
+    async def serve_all() -> None:
+        await asyncio.gather(*(server.serve() for server in servers))
+
+    asyncio.run(serve_all())
     return 0
