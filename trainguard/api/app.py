@@ -21,6 +21,7 @@ from trainguard.api import advice, workloads
 from trainguard.api.deps import AppContext, context
 from trainguard.api.metrics import render_metrics, store_registry
 from trainguard.api.schemas import Health
+from trainguard.api.security import SecurityHeaders, install_docs
 from trainguard.api.temporal_control import (
     ClientTemporalControl,
     TemporalControl,
@@ -125,9 +126,15 @@ def create_app(
     app = FastAPI(
         title="TrainGuard advisor API",
         version=__version__,
-        description="Workloads, advice, audit trail and controls of TrainGuard. "
-        "Mutating calls need `Authorization: Bearer <api.token>`.",
+        description="Workloads, advice, audit trail and controls of TrainGuard. Calls carry "
+        "`Authorization: Bearer <token>` of a named credential (settings api.operators); its role "
+        "(viewer, operator, admin) decides what it may do, and the audit records its name.",
+        docs_url=None,  # offline docs below, or none
+        redoc_url=None,
     )
+    app.add_middleware(SecurityHeaders)
+    if settings.api.docs == "offline":
+        install_docs(app, STATIC_DIR)
     app.state.ctx = AppContext(
         settings=settings,
         store=store if store is not None else AuditStore.from_url(settings.audit.url),
