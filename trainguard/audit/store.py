@@ -52,6 +52,8 @@ from trainguard.models import (
 )
 
 _MYSQL_NAMES = {"mysql", "mariadb"}
+SCHEMA_LOCK_TIMEOUT_S = 60  # another unit creating the tables holds the lock for well under a second
+SCHEMA_ATTEMPTS = 5
 
 
 class InvalidCursor(ValueError):
@@ -132,12 +134,33 @@ class AuditStore:
         return store
 
     def create_tables(self) -> None:
+        """Create missing tables. Several units starting at once against an empty database would each
+        see a table missing and create it, and all but one fail (`Table ... already exists`): on
+        MySQL/MariaDB the creation runs under a named lock, one process after another; elsewhere
+        (SQLite) a loser retries and then finds the tables."""
         tables = list(ALL_TABLES)
-        try:
-            SQLModel.metadata.create_all(self._engine, tables=tables)
-        except OperationalError:
-            # Two processes starting together both saw the table missing; the loser finds it now.
-            SQLModel.metadata.create_all(self._engine, tables=tables)
+        if self._engine.dialect.name in _MYSQL_NAMES:
+            with self._engine.connect() as conn:
+                lock = f"trainguard_schema_{conn.exec_driver_sql('SELECT DATABASE()').scalar()}"[:64]
+                got = conn.exec_driver_sql("SELECT GET_LOCK(%s, %s)", (lock, SCHEMA_LOCK_TIMEOUT_S)).scalar()
+                if got != 1:
+                    raise OperationalError(
+                        "GET_LOCK", (lock,), Exception(f"no schema lock within {SCHEMA_LOCK_TIMEOUT_S} s")
+                    )
+                try:
+                    SQLModel.metadata.create_all(conn, tables=tables)
+                    conn.commit()
+                finally:
+                    conn.exec_driver_sql("SELECT RELEASE_LOCK(%s)", (lock,))
+            return
+        for attempt in range(SCHEMA_ATTEMPTS):
+            try:
+                SQLModel.metadata.create_all(self._engine, tables=tables)
+                return
+            except OperationalError as err:
+                if "already exists" not in str(err) or attempt == SCHEMA_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     def close(self) -> None:
         self._engine.dispose()
