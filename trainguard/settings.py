@@ -207,6 +207,25 @@ class APISettings(Section):
         return self
 
 
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+# Libraries that log every connection or request at INFO: thousands of lines an hour in SSH mode.
+QUIET_LOGGERS: dict[str, LogLevel] = {"asyncssh": "WARNING", "httpx": "WARNING", "httpcore": "WARNING"}
+
+
+class LoggingSettings(Section):
+    level: LogLevel = "INFO"  # TrainGuard's own messages and everything not listed in `loggers`
+    # Per-logger levels; merged over QUIET_LOGGERS (set "asyncssh: INFO" to see SSH connections again).
+    loggers: dict[str, LogLevel] = Field(default_factory=dict)
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    def levels(self) -> dict[str, LogLevel]:
+        return {**QUIET_LOGGERS, **self.loggers}
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TRAINGUARD_", env_nested_delimiter="__", extra="forbid")
 
@@ -221,6 +240,7 @@ class Settings(BaseSettings):
     logs: LogSettings = LogSettings()
     metrics: MetricsSettings = MetricsSettings()
     api: APISettings = APISettings()
+    logging: LoggingSettings = LoggingSettings()
 
     @classmethod
     def settings_customise_sources(

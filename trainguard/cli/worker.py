@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 from typing import Any
 
 from trainguard.cli import settings_from
+from trainguard.logconfig import configure_logging
 
 QUEUES = ("control", "cluster")
 
@@ -40,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     if bad or not queues:
         raise SystemExit(f"trainguard worker: unknown queue(s) {bad}; choose from {', '.join(QUEUES)}")
     settings = settings_from(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.logging)
     if args.metrics_port:
         from trainguard.telemetry import serve_metrics
 
