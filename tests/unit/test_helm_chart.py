@@ -175,6 +175,23 @@ def test_production_values_use_external_db_and_existing_secrets(chart: Path) -> 
     doc = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
     settings = Settings.model_validate(doc)
     assert settings.cluster.mode == "action" and settings.cluster.environment_pattern == "^prod$"
+    assert settings.temporal.control_task_queue == "trainguard-control"
+
+
+def test_a_canary_release_gets_its_own_queues(chart: Path, tmp_path: Path) -> None:
+    """Two releases in one Temporal namespace: different cluster names (ClusterWatch, cluster queue)
+    and control queues, so neither runs the other's workflows; environments split the jobs."""
+    canary = {
+        "cluster": {"name": "a100-east-canary"},
+        "temporal": {"controlTaskQueue": "trainguard-control-canary"},
+        "controller": {"environment": "^canary$", "acknowledgeSchedulerActions": True},
+        "mode": "action",
+    }
+    objs = objects(render(chart, values_file(tmp_path, canary)))
+    doc = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    settings = Settings.model_validate(doc)
+    assert settings.temporal.control_task_queue == "trainguard-control-canary"
+    assert settings.cluster.name == "a100-east-canary" and settings.cluster.environment_pattern == "^canary$"
     assert "mysql" not in str(objs[("ConfigMap", "tg-trainguard-config")])  # the URL lives in the Secret
 
 
@@ -221,6 +238,7 @@ def test_without_monitoring_no_operator_objects(chart: Path, tmp_path: Path) -> 
         {"clusterWorker": {"replicas": 3}},
         {"workers": {"metricsPort": 70000}},
         {"podMonitor": {"interval": "often"}},
+        {"temporal": {"controlTaskQueue": "two words"}},
     ],
 )
 def test_helm_refuses_values_outside_the_schema(chart: Path, tmp_path: Path, bad: dict[str, Any]) -> None:
