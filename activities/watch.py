@@ -32,7 +32,7 @@ from trainguard.models import (
     ObservationKind,
     ProgressState,
 )
-from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.access import SlurmAccess
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class _Progress:
 class JobWatcher:
     def __init__(
         self,
-        client: SlurmClient,
+        client: SlurmAccess,
         cache: SnapshotCache,
         sources: SourceFactory,
         *,
