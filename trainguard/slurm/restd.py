@@ -1,0 +1,267 @@
+"""Slurm reached through slurmrestd (JWT auth): the interface Slinky/Kubernetes-hosted Slurm and many sites
+expose instead of shell access. Same interface and rules as the CLI client (`SlurmAccess`).
+
+At start the client reads slurmrestd's OpenAPI document, picks the newest API version it knows
+(`restd_api.VERSIONS`, or the pinned `api_version`) and pings slurmctld through it, so a wrong URL, an
+unserved version or a refused token is a clear error before any job is watched. Each request carries
+`X-SLURM-USER-NAME` and `X-SLURM-USER-TOKEN`; the token is re-read from its file when the file changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import ssl
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from trainguard.models import ClusterSnapshot, JobSnapshot, NodeSnapshot
+from trainguard.slurm import commands
+from trainguard.slurm.access import UNKNOWN_JOB_MARKERS, SlurmAccess
+from trainguard.slurm.client import TRANSIENT_MARKERS
+from trainguard.slurm.parsers import SlurmParseError, parse_sinfo_json, parse_squeue_json
+from trainguard.slurm.restd_api import (
+    REJECTED_HINT,
+    VERSIONS,
+    ApiVersion,
+    NoSupportedVersionError,
+    Request,
+    SlurmRestAuthError,
+    SlurmRestError,
+    answer_error,
+    choose_version,
+    served_versions,
+    version_key,
+)
+from trainguard.slurm.restd_token import TokenSource
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_NODE_MARKERS = ("Invalid node name specified",)
+OPENAPI_PATHS = ("/openapi/v3", "/openapi")
+
+
+def _formats() -> Any:
+    """The version-tolerant parsers (trainguard.slurm.formats), when this checkout has them."""
+    try:
+        return importlib.import_module("trainguard.slurm.formats")
+    except ImportError:
+        return None
+
+
+def parse_jobs(version: ApiVersion, text: str, doc: Mapping[str, Any]) -> list[JobSnapshot]:
+    formats = _formats()
+    if formats is not None:
+        return list(formats.parse_jobs(doc))
+    if version.name == "v0.0.38":
+        return parse_squeue_json(text)  # the same document `squeue --json` prints in 22.05
+    raise SlurmParseError(f"no parser for slurmrestd {version.name} job documents in this build")
+
+
+def parse_nodes(version: ApiVersion, text: str, doc: Mapping[str, Any]) -> list[NodeSnapshot]:
+    formats = _formats()
+    if formats is not None:
+        return list(formats.parse_nodes(doc))
+    if version.name == "v0.0.38":
+        return parse_sinfo_json(text)  # the same document `sinfo --json` prints in 22.05
+    raise SlurmParseError(f"no parser for slurmrestd {version.name} node documents in this build")
+
+
+class SlurmRestClient(SlurmAccess):
+    def __init__(
+        self,
+        url: str,
+        user: str,
+        token: TokenSource,
+        cluster: str,
+        *,
+        verify: bool | ssl.SSLContext = True,
+        timeout_s: float = 30.0,
+        api_version: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.user = user
+        self.token = token
+        self.cluster = cluster
+        self.pinned = api_version
+        self.clock = clock
+        self.version: ApiVersion | None = None
+        self.served: list[str] = []
+        self._lock = asyncio.Lock()
+        self._http = httpx.AsyncClient(
+            base_url=self.url, verify=verify, timeout=timeout_s, transport=transport, follow_redirects=False
+        )
+
+    def __repr__(self) -> str:
+        version = self.version.name if self.version else None
+        return f"SlurmRestClient(url={self.url!r}, user={self.user!r}, version={version!r})"
+
+    # -- transport -------------------------------------------------------------------------------
+
+    async def _send(self, request: Request) -> tuple[int, str, dict[str, Any] | None]:
+        headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token.get(self.clock())}
+        try:
+            response = await self._http.request(
+                request.method,
+                request.path,
+                headers=headers,
+                json=dict(request.body) if request.body is not None else None,
+            )
+        except httpx.TransportError as err:
+            # Connection refused, timeouts, TLS failures: slurmrestd (or its host) may come back.
+            raise SlurmRestError(
+                request.describe(), None, f"{type(err).__name__}: {err}", retryable=True
+            ) from None
+        text = response.text
+        try:
+            doc = json.loads(text) if text.lstrip().startswith("{") else None
+        except ValueError:
+            doc = None
+        return response.status_code, text, doc if isinstance(doc, dict) else None
+
+    async def _call(self, request: Request) -> tuple[str, dict[str, Any]]:
+        """Send; raise the answer's error (Slurm's own text), else return the JSON document."""
+        status, text, doc = await self._send(request)
+        error = answer_error(request, status, doc, text, transient=TRANSIENT_MARKERS)
+        if error is not None:
+            raise error
+        if doc is None:
+            raise SlurmRestError(
+                request.describe(), status, f"HTTP {status}: not a JSON document", retryable=True
+            )
+        return text, doc
+
+    # -- discovery -------------------------------------------------------------------------------
+
+    async def start(self) -> ApiVersion:
+        """Discover the served versions, choose one, and check the token with a ping (once)."""
+        async with self._lock:
+            if self.version is None:
+                self.served = await self._discover()
+                version = choose_version(self.url, self.served, pinned=self.pinned)
+                try:
+                    await self._call(version.ping())
+                except SlurmRestError as err:
+                    if REJECTED_HINT in err.stderr:
+                        raise SlurmRestAuthError(
+                            err.argv, err.returncode, err.stderr, retryable=False
+                        ) from None
+                    raise
+                self.version = version
+                log.info(
+                    "slurmrestd %s serves %s; using %s%s",
+                    self.url,
+                    ", ".join(self.served),
+                    version.name,
+                    "" if version.live_tested else " (not tested against a live slurmrestd)",
+                )
+            return self.version
+
+    async def _discover(self) -> list[str]:
+        for path in OPENAPI_PATHS:
+            status, text, doc = await self._send(Request("GET", path))
+            if status in (401, 403):
+                raise answer_error(Request("GET", path), status, doc, text) or AssertionError
+            if status == 200 and doc is not None and (found := served_versions(doc)):
+                return found
+        # No OpenAPI document: ask each known version's ping, newest first.
+        found = []
+        for name in sorted(VERSIONS, key=version_key, reverse=True):
+            status, _, _ = await self._send(VERSIONS[name].ping())
+            if status != 404:
+                found.append(name)
+        if not found:
+            raise NoSupportedVersionError(self.url, [], sorted(VERSIONS, key=version_key))
+        return sorted(found, key=version_key)
+
+    async def _api(self) -> ApiVersion:
+        return self.version or await self.start()
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    async def snapshot(self) -> ClusterSnapshot:
+        api = await self._api()
+        taken_at = self.clock()
+        (jobs_text, jobs_doc), (nodes_text, nodes_doc) = await asyncio.gather(
+            self._call(api.jobs()), self._call(api.nodes())
+        )
+        try:
+            jobs = parse_jobs(api, jobs_text, jobs_doc)
+            nodes = parse_nodes(api, nodes_text, nodes_doc)
+        except SlurmParseError as err:
+            # Unreadable is not "no jobs": the caller keeps what it knew and retries.
+            raise SlurmRestError(api.jobs().describe(), 200, str(err), retryable=True) from None
+        return ClusterSnapshot(cluster=self.cluster, taken_at=taken_at, jobs=tuple(jobs), nodes=tuple(nodes))
+
+    async def job(self, job_id: str) -> JobSnapshot | None:
+        api = await self._api()
+        request = api.job(job_id)
+        try:
+            text, doc = await self._call(request)
+        except SlurmRestError as err:
+            if any(m in err.stderr for m in UNKNOWN_JOB_MARKERS):
+                return None
+            raise
+        try:
+            jobs = parse_jobs(api, text, doc)
+        except SlurmParseError as err:
+            raise SlurmRestError(request.describe(), 200, str(err), retryable=True) from None
+        # An array job's id answers with all its tasks; a task id `123_4` with that task.
+        for job in jobs:
+            if job.job_id == job_id or (
+                job.array_job_id and f"{job.array_job_id}_{job.array_task_id}" == job_id
+            ):
+                return job
+        return None
+
+    async def node(self, name: str) -> NodeSnapshot | None:
+        api = await self._api()
+        request = api.node(name)
+        try:
+            text, doc = await self._call(request)
+        except SlurmRestError as err:
+            if any(m in err.stderr for m in UNKNOWN_NODE_MARKERS):
+                return None
+            raise
+        try:
+            nodes = parse_nodes(api, text, doc)
+        except SlurmParseError as err:
+            raise SlurmRestError(request.describe(), 200, str(err), retryable=True) from None
+        return next((n for n in nodes if n.name == commands.node_name(name)), None)
+
+    # -- one request per primitive ---------------------------------------------------------------
+
+    async def _hold(self, job_id: str) -> None:
+        await self._call((await self._api()).hold(job_id))
+
+    async def _requeue_hold(self, job_id: str) -> None:
+        await self._call((await self._api()).requeue_hold(job_id))  # raises UnsupportedOperationError
+
+    async def _release(self, job_id: str) -> None:
+        await self._call((await self._api()).release(job_id))
+
+    async def _set_excluded(self, job_id: str, nodes: Sequence[str]) -> None:
+        await self._call((await self._api()).set_excluded(job_id, nodes))
+
+    async def _cancel(self, job_id: str) -> None:
+        await self._call((await self._api()).cancel(job_id))
+
+    async def _drain(self, node: str, reason: str) -> None:
+        await self._call((await self._api()).drain(node, reason))
+
+    async def _resume(self, node: str) -> None:
+        await self._call((await self._api()).resume(node))
+
+    def _request(self, operation: str, target: str) -> tuple[str, ...]:
+        version = self.version.name if self.version else "v?"
+        return ("slurmrestd", operation, f"/slurm/{version}/{target}")
+
+    async def close(self) -> None:
+        await self._http.aclose()
