@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import signal
-import socket
 import string
 import subprocess
 import time
@@ -164,7 +162,6 @@ class LocalSlurmCluster:
         node_port_base: int = 17001,
         cpus_per_node: int = 2,
         template: Path | None = None,
-        jwt: bool = False,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -184,9 +181,6 @@ class LocalSlurmCluster:
         self.log_dir = self.base_dir / "log"
         self.state_dir = self.base_dir / "state"
         self.spool_dir = self.base_dir / "spool"
-        # auth/jwt beside munge, for slurmrestd (start_slurmrestd) and `scontrol token`.
-        self.jwt = jwt
-        self.jwt_key = self.base_dir / "etc" / "jwt.key"
 
     # -- environment ---------------------------------------------------------------------------
 
@@ -248,11 +242,6 @@ class LocalSlurmCluster:
             "node_list": node_list,
             "node_ports": ports,
             "cpus": str(self.cpus_per_node),
-            "auth_alt": (
-                f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={self.jwt_key}"
-                if self.jwt
-                else "# auth/jwt off (LocalSlurmCluster(jwt=True) turns it on)"
-            ),
         }
         return string.Template(self.template.read_text()).substitute(values)
 
@@ -267,9 +256,6 @@ class LocalSlurmCluster:
         self.munge_socket.parent.mkdir(exist_ok=True)
         self.munge_socket.parent.chmod(0o755)
         self.munge_dir.chmod(0o711)
-        if self.jwt and not self.jwt_key.exists():
-            self.jwt_key.write_bytes(os.urandom(32))
-            self.jwt_key.chmod(0o600)  # slurmctld reads it as SlurmUser (root); nobody else may
         self.conf.write_text(self.render_config())
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -381,82 +367,8 @@ class LocalSlurmCluster:
             terminate(self._node_pid_file(node), "slurmd")
             # Steps that survived (e.g. of a node killed earlier) must not outlive the cluster.
             self._kill_steps(node)
-        terminate(self.run_dir / "slurmrestd.pid", "slurmrestd")
         terminate(self.run_dir / "slurmctld.pid", "slurmctld")
         terminate(self.munge_dir / "munged.pid", "munged")
-
-    # -- slurmrestd (needs jwt=True) ----------------------------------------------------------
-
-    def start_slurmrestd(
-        self,
-        port: int,
-        *,
-        plugins: str = "openapi/v0.0.36,openapi/v0.0.37,openapi/v0.0.38",
-        timeout: float = 15.0,
-    ) -> str:
-        """Start slurmrestd on 127.0.0.1:`port` (JWT auth only); returns its base URL.
-
-        `plugins` are the OpenAPI plugins to load; the slurmdbd ones (dbv0.0.x) would refuse to start
-        without accounting storage, so the default is 22.05's slurmctld ones.
-
-        slurmrestd refuses to run as root or SlurmUser: it opens its socket as root, then drops to
-        `nobody` (`-u/-g`). SLURM_JWT=daemon makes it forward each client's token to slurmctld.
-        """
-        if not self.jwt:
-            raise LabError("slurmrestd needs auth/jwt: create the cluster with jwt=True")
-        url = f"http://127.0.0.1:{port}"
-        if pid_if_running(self.run_dir / "slurmrestd.pid", "slurmrestd") is not None:
-            return url
-        account = pwd.getpwnam("nobody")
-        log = (self.log_dir / "slurmrestd.log").open("ab")
-        try:
-            proc = subprocess.Popen(
-                [
-                    "slurmrestd",
-                    "-a",
-                    "rest_auth/jwt",
-                    "-s",
-                    plugins,
-                    "-u",
-                    str(account.pw_uid),
-                    "-g",
-                    str(account.pw_gid),
-                    f"127.0.0.1:{port}",
-                ],
-                env={**self._full_env(), "SLURM_JWT": "daemon"},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-            )
-        except OSError as err:
-            raise LabError(f"slurmrestd could not run: {err}") from None
-        finally:
-            log.close()
-        (self.run_dir / "slurmrestd.pid").write_text(f"{proc.pid}\n")
-
-        def listening() -> bool:
-            if proc.poll() is not None:
-                raise LabError(
-                    f"slurmrestd exited with {proc.returncode} (log: {self.log_dir}/slurmrestd.log)"
-                )
-            with socket.socket() as sock:
-                sock.settimeout(0.5)
-                return sock.connect_ex(("127.0.0.1", port)) == 0
-
-        self._wait(listening, timeout, f"slurmrestd did not listen on port {port}")
-        return url
-
-    def stop_slurmrestd(self) -> None:
-        terminate(self.run_dir / "slurmrestd.pid", "slurmrestd")
-
-    def token(self, user: str = "root", lifespan_s: int = 600) -> str:
-        """A JWT for `user` from `scontrol token` (the value after `SLURM_JWT=`)."""
-        out = self._run(["scontrol", "token", f"username={user}", f"lifespan={lifespan_s}"], timeout=10)
-        for line in out.splitlines():
-            if line.startswith("SLURM_JWT="):
-                return line.removeprefix("SLURM_JWT=").strip()
-        raise LabError("scontrol token printed no SLURM_JWT= line")
 
     # -- fault injection -----------------------------------------------------------------------
 
