@@ -131,6 +131,11 @@ class SlurmRestClient(SlurmAccess):
         status, text, doc = await self._send(request)
         error = answer_error(request, status, doc, text, transient=TRANSIENT_MARKERS)
         if error is not None:
+            if isinstance(error, SlurmRestAuthError) or REJECTED_HINT in error.stderr:
+                # A token file may be rotated under us: then trying again later can succeed.
+                raise SlurmRestAuthError(
+                    error.argv, error.returncode, error.stderr, retryable=self.token.rotates
+                )
             raise error
         if doc is None:
             raise SlurmRestError(
@@ -146,14 +151,7 @@ class SlurmRestClient(SlurmAccess):
             if self.version is None:
                 self.served = await self._discover()
                 version = choose_version(self.url, self.served, pinned=self.pinned)
-                try:
-                    await self._call(version.ping())
-                except SlurmRestError as err:
-                    if REJECTED_HINT in err.stderr:
-                        raise SlurmRestAuthError(
-                            err.argv, err.returncode, err.stderr, retryable=False
-                        ) from None
-                    raise
+                await self._call(version.ping())  # slurmctld checks the token only when asked
                 self.version = version
                 log.info(
                     "slurmrestd %s serves %s; using %s%s",
@@ -166,9 +164,12 @@ class SlurmRestClient(SlurmAccess):
 
     async def _discover(self) -> list[str]:
         for path in OPENAPI_PATHS:
-            status, text, doc = await self._send(Request("GET", path))
+            status, _text, doc = await self._send(Request("GET", path))
             if status in (401, 403):
-                raise answer_error(Request("GET", path), status, doc, text) or AssertionError
+                why = f"HTTP {status}: token or user refused"
+                raise SlurmRestAuthError(
+                    ("slurmrestd", "GET", path), status, why, retryable=self.token.rotates
+                )
             if status == 200 and doc is not None and (found := served_versions(doc)):
                 return found
         # No OpenAPI document: ask each known version's ping, newest first.

@@ -1,0 +1,235 @@
+"""TrainGuard's slurmrestd client against the real slurmrestd of Slurm 22.05 (API v0.0.36-v0.0.38, the
+host's Debian 12 packages) and Slurm 24.11 (v0.0.40-v0.0.42, Debian 13 packages in a root filesystem made
+by the lab tooling), each on its own 3-node cluster with auth/jwt.
+
+What Slurm itself did is checked with `scontrol` (the CLI, not the REST answers under test). Both
+versions lack a REST requeue, and 22.05 lacks node updates: those steps must fail with
+UnsupportedOperationError *without* touching Slurm. A missing Slurm, rootfs or slurmrestd fails these
+tests; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from pydantic import SecretStr
+
+from tests.e2e.stack import PORT_OFFSET
+from trainguard.localstack.slurm import LocalSlurmCluster, RestEndpoint
+from trainguard.models import JobSnapshot
+from trainguard.slurm.restd import SlurmRestClient
+from trainguard.slurm.restd_api import NoSupportedVersionError, SlurmRestAuthError, UnsupportedOperationError
+from trainguard.slurm.restd_token import TokenSource
+
+pytestmark = pytest.mark.e2e
+
+BASE = Path(os.environ.get("TG_E2E_RESTD_DIR", "/tmp/tg-restd"))
+PORTS = {"22.05": 31817 + PORT_OFFSET, "24.11": 32817 + PORT_OFFSET}  # ctld; nodes +100.., rest +50
+SERVED = {"22.05": ["v0.0.36", "v0.0.37", "v0.0.38"], "24.11": ["v0.0.40", "v0.0.41", "v0.0.42"]}
+CHOSEN = {"22.05": "v0.0.38", "24.11": "v0.0.42"}
+NOT_SERVED = {"22.05": "v0.0.42", "24.11": "v0.0.38"}
+COMMENT = '{"trainguard":{"environment":"prod","mode":"action"}}'
+JOB = """#!/bin/bash
+echo "attempt restarts=${SLURM_RESTART_COUNT:-0} on $SLURM_JOB_NODELIST"
+sleep 600
+"""
+
+
+@pytest.fixture(scope="module", params=["22.05", "24.11"])
+def lab(request: pytest.FixtureRequest) -> Iterator[tuple[LocalSlurmCluster, RestEndpoint]]:
+    version: str = request.param
+    port = PORTS[version]
+    base = BASE / version
+    cluster = LocalSlurmCluster(
+        base, cluster=f"rest{version.replace('.', '')}", nodes=3, ctld_port=port,
+        node_port_base=port + 100, version=version, rest_port=port + 50,
+    )  # fmt: skip
+    cluster.stop()  # leftovers of an interrupted run
+    shutil.rmtree(base, ignore_errors=True)
+    cluster.start()
+    try:
+        yield cluster, cluster.start_rest()
+    finally:
+        cluster.stop()
+
+
+@pytest_asyncio.fixture
+async def rest(lab: tuple[LocalSlurmCluster, RestEndpoint]) -> AsyncIterator[SlurmRestClient]:
+    _, ep = lab
+    client = SlurmRestClient(ep.url, ep.user, TokenSource(token=SecretStr(ep.token)), "lab")
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def scontrol(cluster: LocalSlurmCluster, job_id: str) -> dict[str, str]:
+    """Slurm's own view of a job (key=value fields of `scontrol show job -o`; values without spaces)."""
+    fields: dict[str, str] = {}
+    for word in cluster.scontrol_job(job_id).split():
+        key, sep, value = word.partition("=")
+        if sep:
+            fields.setdefault(key, value)
+    return fields
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[JobSnapshot | None]], ok: Callable[[JobSnapshot], bool], timeout: float
+) -> JobSnapshot:
+    deadline = time.monotonic() + timeout
+    last: JobSnapshot | None = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last is not None and ok(last):
+            return last
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"condition not met within {timeout} s; last: {last}")
+
+
+def submit(cluster: LocalSlurmCluster, tmp_path: Path, *extra: str) -> str:
+    script = tmp_path / "train.sh"
+    script.write_text(JOB)
+    return cluster.sbatch(["-N", "1", "--comment", COMMENT, "-o", f"{tmp_path}/%j.out", *extra, str(script)])
+
+
+async def test_discovery_picks_newest_served_version(
+    lab: tuple[LocalSlurmCluster, RestEndpoint], rest: SlurmRestClient
+) -> None:
+    cluster, _ = lab
+    version = await rest.start()
+    assert rest.served == SERVED[cluster.version]
+    assert version.name == CHOSEN[cluster.version]
+
+
+async def test_job_and_node_reads(
+    lab: tuple[LocalSlurmCluster, RestEndpoint], rest: SlurmRestClient, tmp_path: Path
+) -> None:
+    cluster, _ = lab
+    job_id = submit(cluster, tmp_path, "-J", "train; $(id)")
+    running = await wait_for(lambda: rest.job(job_id), lambda j: j.state == "RUNNING", 20)
+    slurm = scontrol(cluster, job_id)
+    assert running.nodes == (slurm["NodeList"],) and running.name == "train; $(id)"
+    assert running.comment == COMMENT and running.restart_count == 0 and not running.held
+    snap = await rest.snapshot()
+    assert job_id in {j.job_id for j in snap.jobs}
+    assert sorted(n.name for n in snap.nodes) == ["node1", "node2", "node3"]
+    node = await rest.node(slurm["NodeList"])
+    assert node is not None and node.name == slurm["NodeList"] and node.state in ("allocated", "mixed")
+    assert await rest.job("999999") is None
+    assert await rest.node("node99") is None
+    assert (await rest.cancel(job_id)).performed
+    await wait_for(lambda: rest.job(job_id), lambda j: j.state == "CANCELLED", 20)
+    assert scontrol(cluster, job_id)["JobState"] == "CANCELLED"
+    assert not (await rest.cancel(job_id)).performed
+
+
+async def test_hold_exclude_release_after_slurm_requeued(
+    lab: tuple[LocalSlurmCluster, RestEndpoint], rest: SlurmRestClient, tmp_path: Path
+) -> None:
+    """No REST version can requeue: a running job is refused untouched. After a node failure Slurm
+    requeues a --requeue job itself, and the rest of the recovery (hold, exclude, release) runs over REST."""
+    cluster, _ = lab
+    job_id = submit(cluster, tmp_path, "--requeue")
+    running = await wait_for(lambda: rest.job(job_id), lambda j: j.state == "RUNNING", 20)
+    bad = running.nodes[0]
+
+    with pytest.raises(UnsupportedOperationError, match="no requeue"):
+        await rest.requeue_hold(job_id, expected_restarts=0)
+    untouched = scontrol(cluster, job_id)
+    assert untouched["JobState"] == "RUNNING" and untouched["Restarts"] == "0"
+
+    cluster.kill_node(bad)
+    try:
+        await wait_for(lambda: rest.job(job_id), lambda j: j.restart_count == 1, 40)
+        held = await rest.requeue_hold(job_id, expected_restarts=0)
+        assert held.performed and held.held and held.restart_count == 1
+        assert not (await rest.requeue_hold(job_id, expected_restarts=0)).performed
+        assert scontrol(cluster, job_id)["Priority"] == "0"
+
+        excluded = await rest.set_excluded(job_id, [bad])
+        assert excluded.performed
+        assert not (await rest.set_excluded(job_id, [bad])).performed
+        slurm = scontrol(cluster, job_id)
+        assert slurm["ExcNodeList"] == bad and slurm["Restarts"] == "1"
+
+        assert (await rest.release(job_id)).performed
+        assert not (await rest.release(job_id)).performed
+        rerun = await wait_for(lambda: rest.job(job_id), lambda j: j.state == "RUNNING", 40)
+        assert bad not in rerun.nodes and rerun.excluded_nodes == (bad,)
+        slurm = scontrol(cluster, job_id)
+        assert slurm["JobState"] == "RUNNING" and slurm["ExcNodeList"] == bad and slurm["NodeList"] != bad
+    finally:
+        await rest.cancel(job_id)
+        cluster.restart_node(bad)
+
+
+async def test_drain_and_resume(lab: tuple[LocalSlurmCluster, RestEndpoint], rest: SlurmRestClient) -> None:
+    cluster, _ = lab
+    if cluster.version == "22.05":
+        with pytest.raises(UnsupportedOperationError, match="no node update"):
+            await rest.drain("node3", "gpu xid 79")
+        assert cluster.node_states()["node3"] == "idle"
+        return
+    drained = await rest.drain("node3", "gpu xid 79 (trainguard)")
+    assert drained.performed
+    assert cluster.wait_node_state("node3", ["drained", "draining"]) in ("drained", "draining")
+    node = await rest.node("node3")
+    assert node is not None and "DRAIN" in node.flags and node.reason == "gpu xid 79 (trainguard)"
+    assert not (await rest.drain("node3", "again")).performed
+    assert (await rest.resume_node("node3")).performed
+    assert cluster.wait_node_state("node3", ["idle"]) == "idle"
+    assert not (await rest.resume_node("node3")).performed
+
+
+async def test_wrong_token_is_a_clear_error(lab: tuple[LocalSlurmCluster, RestEndpoint]) -> None:
+    _, ep = lab
+    head, payload, signature = ep.token.split(".")
+    forged = f"{head}.{payload}.{signature[::-1]}"  # same claims, a signature slurmctld rejects
+    client = SlurmRestClient(ep.url, ep.user, TokenSource(token=SecretStr(forged)), "lab")
+    try:
+        with pytest.raises(SlurmRestAuthError) as caught:
+            await client.start()
+        assert forged not in str(caught.value) and signature not in str(caught.value)
+        assert not caught.value.retryable
+    finally:
+        await client.close()
+
+
+async def test_token_file_is_reread_when_rotated(
+    lab: tuple[LocalSlurmCluster, RestEndpoint], tmp_path: Path
+) -> None:
+    cluster, ep = lab
+    token_file = tmp_path / "token"
+    token_file.write_text("SLURM_JWT=not.a-valid.token\n")
+    client = SlurmRestClient(ep.url, ep.user, TokenSource(token_file=token_file), "lab")
+    try:
+        with pytest.raises(SlurmRestAuthError) as caught:
+            await client.start()
+        assert caught.value.retryable  # a rotated file may fix it
+        token_file.write_text(f"SLURM_JWT={cluster.rest_token(ep.user, 600)}\n")
+        assert (await client.start()).name == CHOSEN[cluster.version]
+        assert len((await client.snapshot()).nodes) == 3
+    finally:
+        await client.close()
+
+
+async def test_version_not_served_is_a_clear_error(lab: tuple[LocalSlurmCluster, RestEndpoint]) -> None:
+    cluster, ep = lab
+    pinned = NOT_SERVED[cluster.version]
+    client = SlurmRestClient(
+        ep.url, ep.user, TokenSource(token=SecretStr(ep.token)), "lab", api_version=pinned
+    )
+    try:
+        with pytest.raises(NoSupportedVersionError) as caught:
+            await client.snapshot()
+        assert caught.value.served == tuple(SERVED[cluster.version])
+        assert pinned in str(caught.value) and not caught.value.retryable
+    finally:
+        await client.close()
