@@ -33,20 +33,11 @@ from trainguard.models import (
     ProgressState,
 )
 from trainguard.slurm.access import SlurmAccess
+from trainguard.slurm.states import NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
-FINISHED = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
+FINISHED = TERMINAL_STATES
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 GpuProbe = Callable[[Sequence[str]], Awaitable[list[Finding]]]
 
@@ -155,7 +146,7 @@ class JobWatcher:
                     )
                     if not phase.failure_handled:
                         self._collect(state, found, now, inp.settle_s)
-            if not phase.failure_handled and job.state == "RUNNING":
+            if not phase.failure_handled and job.state == RUNNING:
                 hang = analyzer.check_hang(now)
                 if hang is not None:
                     self._collect(state, [hang], now, 0.0)
@@ -165,7 +156,7 @@ class JobWatcher:
             if (
                 self.gpu_probe is not None
                 and not phase.failure_handled
-                and job.state == "RUNNING"
+                and job.state == RUNNING
                 and job.nodes
                 and now - last_gpu_probe >= self.gpu_interval_s
             ):
@@ -182,7 +173,7 @@ class JobWatcher:
                 fatal = any(f.fatal for f in state.findings)
                 return result(ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER, job)
             if state.settle_until is None:
-                if phase.awaiting_progress and new_progress and job.state == "RUNNING":
+                if phase.awaiting_progress and new_progress and job.state == RUNNING:
                     return result(ObservationKind.PROGRESS, job)
                 if prev is not None and _changed(prev, job):
                     return result(ObservationKind.STATE_CHANGE, job)
@@ -224,7 +215,7 @@ class JobWatcher:
             state.findings.extend(relevant[:room])
 
 
-UNUSABLE = ("down", "drain", "fail", "not_responding", "maint", "future", "reboot")
+UNUSABLE = NODE_UNUSABLE_WORDS
 
 
 def _usable_nodes(nodes: dict[str, NodeSnapshot]) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trainguard.models import Attribution, Category, Finding, FindingSource, JobSnapshot, NodeSnapshot, clip
+from trainguard.slurm.states import NODE_BAD_STATES
 
 _SIGNAL_NAMES = {6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 
@@ -38,7 +39,7 @@ _SIGNALS: dict[int, tuple[str, Category, Attribution, int]] = {
     6: ("slurm_exit_sigabrt", Category.SEGFAULT, Attribution.SYSTEM_SOFTWARE, 1),
 }
 
-_BAD_NODE_STATES = ("down", "fail", "failing", "not_responding", "no_respond")
+_BAD_NODE_STATES = NODE_BAD_STATES
 
 
 def _base_state(state: str) -> str:

@@ -16,14 +16,18 @@ from collections.abc import Sequence
 
 from trainguard.models import ActionResult, ActionStep, ClusterSnapshot, JobSnapshot, NodeSnapshot
 from trainguard.slurm import commands
-from trainguard.slurm.parsers import TERMINAL_STATES
 from trainguard.slurm.runner import CommandError
+from trainguard.slurm.states import (
+    ACTIVE_STATES,
+    NEVER_REQUEUE_STATES,
+    PENDING,
+    REQUEUING_STATES,
+    TERMINAL_STATES,
+)
 
 UNKNOWN_JOB_MARKERS = ("Invalid job id specified",)
 NOT_PENDING_MARKERS = ("no longer pending execution", "Job is no longer pending")
 ALREADY_PENDING_MARKERS = ("Job is pending execution", "is pending execution")
-NEVER_REQUEUE_STATES = frozenset({"COMPLETED", "CANCELLED"})
-ACTIVE_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED", "RESIZING"})
 
 
 class JobGoneError(CommandError):
@@ -128,7 +132,7 @@ class SlurmAccess(ABC):
             job = await self._require_job(job_id)
             if job.restart_count > expected_restarts:
                 # COMPLETING here is the requeued attempt still tearing down: it turns PENDING next.
-                if job.state in ("PENDING", "COMPLETING") and not job.held:
+                if (job.state == PENDING or job.state in REQUEUING_STATES) and not job.held:
                     try:
                         await self._hold(job_id)
                     except CommandError as err:
@@ -150,7 +154,7 @@ class SlurmAccess(ABC):
                     f"already requeued (restarts={job.restart_count}) and {job.state} again; not touched",
                     job,
                 )
-            if job.state == "PENDING":
+            if job.state == PENDING:
                 if job.held:
                     return self._done(step, False, "job is pending and already held", job)
                 await self._hold(job_id)

@@ -52,8 +52,23 @@ def squeue_json() -> list[str]:
     return ["squeue", "--json", "-t", "all"]
 
 
+def squeue_json_job(job: str) -> list[str]:
+    """One job's records as JSON (22.05 ignores `-j` with --json and prints every job: filter after)."""
+    return ["squeue", "--json", "-t", "all", "-j", job_id(job)]
+
+
 def sinfo_json() -> list[str]:
+    """Per-node records on 22.05 only; 23.11+ prints node groups (use scontrol_show_nodes_json)."""
     return ["sinfo", "--json"]
+
+
+def scontrol_show_nodes_json() -> list[str]:
+    """Per-node records on 23.11+ (`state` is a list of base state + flags)."""
+    return ["scontrol", "show", "node", "--json"]
+
+
+def scontrol_version() -> list[str]:
+    return ["scontrol", "--version"]
 
 
 def scontrol_show_job(job: str) -> list[str]:

@@ -10,7 +10,6 @@ unserved version or a refused token is a clear error before any job is watched. 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
 import ssl
@@ -21,10 +20,10 @@ from typing import Any
 import httpx
 
 from trainguard.models import ClusterSnapshot, JobSnapshot, NodeSnapshot
-from trainguard.slurm import commands
+from trainguard.slurm import commands, formats
 from trainguard.slurm.access import UNKNOWN_JOB_MARKERS, SlurmAccess
 from trainguard.slurm.client import TRANSIENT_MARKERS
-from trainguard.slurm.parsers import SlurmParseError, parse_sinfo_json, parse_squeue_json
+from trainguard.slurm.errors import SlurmParseError
 from trainguard.slurm.restd_api import (
     REJECTED_HINT,
     VERSIONS,
@@ -46,30 +45,25 @@ UNKNOWN_NODE_MARKERS = ("Invalid node name specified",)
 OPENAPI_PATHS = ("/openapi/v3", "/openapi")
 
 
-def _formats() -> Any:
-    """The version-tolerant parsers (trainguard.slurm.formats), when this checkout has them."""
+def parse_jobs(version: ApiVersion, doc: Mapping[str, Any]) -> list[JobSnapshot]:
+    """`/jobs` and `/job/{id}` are the documents `squeue --json` prints in the same version."""
+    return formats.parse_jobs(doc)
+
+
+def parse_nodes(version: ApiVersion, doc: Mapping[str, Any]) -> list[NodeSnapshot]:
+    """`/nodes` and `/node/{name}`: 22.05's `sinfo --json` shape, or `scontrol show node --json`'s."""
+    return formats.parse_nodes(doc)
+
+
+BIG_DOCUMENT = 256 * 1024
+
+
+def _load(text: str) -> dict[str, Any] | None:
     try:
-        return importlib.import_module("trainguard.slurm.formats")
-    except ImportError:
+        doc = json.loads(text) if text.lstrip().startswith("{") else None
+    except ValueError:
         return None
-
-
-def parse_jobs(version: ApiVersion, text: str, doc: Mapping[str, Any]) -> list[JobSnapshot]:
-    formats = _formats()
-    if formats is not None:
-        return list(formats.parse_jobs(doc))
-    if version.name == "v0.0.38":
-        return parse_squeue_json(text)  # the same document `squeue --json` prints in 22.05
-    raise SlurmParseError(f"no parser for slurmrestd {version.name} job documents in this build")
-
-
-def parse_nodes(version: ApiVersion, text: str, doc: Mapping[str, Any]) -> list[NodeSnapshot]:
-    formats = _formats()
-    if formats is not None:
-        return list(formats.parse_nodes(doc))
-    if version.name == "v0.0.38":
-        return parse_sinfo_json(text)  # the same document `sinfo --json` prints in 22.05
-    raise SlurmParseError(f"no parser for slurmrestd {version.name} node documents in this build")
+    return doc if isinstance(doc, dict) else None
 
 
 class SlurmRestClient(SlurmAccess):
@@ -120,13 +114,11 @@ class SlurmRestClient(SlurmAccess):
                 request.describe(), None, f"{type(err).__name__}: {err}", retryable=True
             ) from None
         text = response.text
-        try:
-            doc = json.loads(text) if text.lstrip().startswith("{") else None
-        except ValueError:
-            doc = None
-        return response.status_code, text, doc if isinstance(doc, dict) else None
+        # At 10,000 jobs a /jobs document is tens of MB: decode it off the event loop.
+        doc = await asyncio.to_thread(_load, text) if len(text) > BIG_DOCUMENT else _load(text)
+        return response.status_code, text, doc
 
-    async def _call(self, request: Request) -> tuple[str, dict[str, Any]]:
+    async def _call(self, request: Request) -> dict[str, Any]:
         """Send; raise the answer's error (Slurm's own text), else return the JSON document."""
         status, text, doc = await self._send(request)
         error = answer_error(request, status, doc, text, transient=TRANSIENT_MARKERS)
@@ -141,7 +133,7 @@ class SlurmRestClient(SlurmAccess):
             raise SlurmRestError(
                 request.describe(), status, f"HTTP {status}: not a JSON document", retryable=True
             )
-        return text, doc
+        return doc
 
     # -- discovery -------------------------------------------------------------------------------
 
@@ -190,12 +182,10 @@ class SlurmRestClient(SlurmAccess):
     async def snapshot(self) -> ClusterSnapshot:
         api = await self._api()
         taken_at = self.clock()
-        (jobs_text, jobs_doc), (nodes_text, nodes_doc) = await asyncio.gather(
-            self._call(api.jobs()), self._call(api.nodes())
-        )
+        jobs_doc, nodes_doc = await asyncio.gather(self._call(api.jobs()), self._call(api.nodes()))
         try:
-            jobs = parse_jobs(api, jobs_text, jobs_doc)
-            nodes = parse_nodes(api, nodes_text, nodes_doc)
+            jobs = await asyncio.to_thread(parse_jobs, api, jobs_doc)
+            nodes = parse_nodes(api, nodes_doc)
         except SlurmParseError as err:
             # Unreadable is not "no jobs": the caller keeps what it knew and retries.
             raise SlurmRestError(api.jobs().describe(), 200, str(err), retryable=True) from None
@@ -205,13 +195,13 @@ class SlurmRestClient(SlurmAccess):
         api = await self._api()
         request = api.job(job_id)
         try:
-            text, doc = await self._call(request)
+            doc = await self._call(request)
         except SlurmRestError as err:
             if any(m in err.stderr for m in UNKNOWN_JOB_MARKERS):
                 return None
             raise
         try:
-            jobs = parse_jobs(api, text, doc)
+            jobs = parse_jobs(api, doc)
         except SlurmParseError as err:
             raise SlurmRestError(request.describe(), 200, str(err), retryable=True) from None
         # An array job's id answers with all its tasks; a task id `123_4` with that task.
@@ -226,13 +216,13 @@ class SlurmRestClient(SlurmAccess):
         api = await self._api()
         request = api.node(name)
         try:
-            text, doc = await self._call(request)
+            doc = await self._call(request)
         except SlurmRestError as err:
             if any(m in err.stderr for m in UNKNOWN_NODE_MARKERS):
                 return None
             raise
         try:
-            nodes = parse_nodes(api, text, doc)
+            nodes = parse_nodes(api, doc)
         except SlurmParseError as err:
             raise SlurmRestError(request.describe(), 200, str(err), retryable=True) from None
         return next((n for n in nodes if n.name == commands.node_name(name)), None)
