@@ -175,7 +175,7 @@ async def test_drain_and_resume(lab: tuple[LocalSlurmCluster, RestEndpoint], res
     if cluster.version == "22.05":
         with pytest.raises(UnsupportedOperationError, match="no node update"):
             await rest.drain("node3", "gpu xid 79")
-        assert cluster.node_states()["node3"] == "idle"
+        assert "DRAIN" not in cluster._run(["scontrol", "show", "node", "node3"])
         return
     drained = await rest.drain("node3", "gpu xid 79 (trainguard)")
     assert drained.performed
@@ -184,7 +184,10 @@ async def test_drain_and_resume(lab: tuple[LocalSlurmCluster, RestEndpoint], res
     assert node is not None and "DRAIN" in node.flags and node.reason == "gpu xid 79 (trainguard)"
     assert not (await rest.drain("node3", "again")).performed
     assert (await rest.resume_node("node3")).performed
-    assert cluster.wait_node_state("node3", ["idle"]) == "idle"
+    cluster.wait_node_state("node3", ["idle"])
+    node = await rest.node("node3")
+    assert node is not None and "DRAIN" not in node.flags
+    assert "DRAIN" not in cluster._run(["scontrol", "show", "node", "node3"])
     assert not (await rest.resume_node("node3")).performed
 
 

@@ -41,7 +41,8 @@ from trainguard.slurm.restd_token import TokenSource
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_NODE_MARKERS = ("Invalid node name specified",)
+# 22.05 says "Invalid node name specified"; 24.11 "No error: Failure to query node X" (errno 0, empty answer).
+UNKNOWN_NODE_MARKERS = ("Invalid node name specified", "No error: Failure to query node")
 OPENAPI_PATHS = ("/openapi/v3", "/openapi")
 
 
@@ -143,7 +144,7 @@ class SlurmRestClient(SlurmAccess):
             if self.version is None:
                 self.served = await self._discover()
                 version = choose_version(self.url, self.served, pinned=self.pinned)
-                await self._call(version.ping())  # slurmctld checks the token only when asked
+                await self._call(version.check())  # slurmctld checks the token only when asked
                 self.version = version
                 log.info(
                     "slurmrestd %s serves %s; using %s%s",

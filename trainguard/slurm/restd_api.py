@@ -98,6 +98,7 @@ class ApiVersion:
     name: str
     exclude_key: str  # the job-update key that sets ExcNodeList
     node_update: bool  # POST /node/{name} exists
+    exclude_as_list: bool = True  # data_parser wants an array (a string works, with a warning)
     live_tested: bool = True  # against a real slurmrestd in tests/e2e/test_slurmrestd.py
 
     def _base(self) -> str:
@@ -105,6 +106,10 @@ class ApiVersion:
 
     def ping(self) -> Request:
         return Request("GET", f"{self._base()}/ping")
+
+    def check(self) -> Request:
+        """A small read slurmctld authenticates (24.11's ping answers even for a refused token)."""
+        return Request("GET", f"{self._base()}/partitions")
 
     def jobs(self) -> Request:
         return Request("GET", f"{self._base()}/jobs")
@@ -128,9 +133,11 @@ class ApiVersion:
         return self._update_job(job_id, {"hold": False})
 
     def set_excluded(self, job_id: str, nodes: Sequence[str]) -> Request:
-        # A plain comma list: v0.0.38's sbatch-style parser and data_parser's CSV_STRING both take it;
-        # "" clears the list (as `scontrol update ExcNodeList=` does).
-        return self._update_job(job_id, {self.exclude_key: ",".join(commands.node_name(n) for n in nodes)})
+        # v0.0.38 parses sbatch's comma list; data_parser's CSV_STRING an array. "" clears the list
+        # (as `scontrol update ExcNodeList=` does; an empty array would leave it unchanged).
+        names = [commands.node_name(n) for n in nodes]
+        value: str | list[str] = names if (self.exclude_as_list and names) else ",".join(names)
+        return self._update_job(job_id, {self.exclude_key: value})
 
     def cancel(self, job_id: str) -> Request:
         # Default signal SIGKILL with KILL_FULL_JOB: what scancel does.
@@ -153,7 +160,7 @@ class ApiVersion:
 
 
 VERSIONS: dict[str, ApiVersion] = {
-    "v0.0.38": ApiVersion("v0.0.38", exclude_key="exclude_nodes", node_update=False),
+    "v0.0.38": ApiVersion("v0.0.38", exclude_key="exclude_nodes", node_update=False, exclude_as_list=False),
     "v0.0.40": ApiVersion("v0.0.40", exclude_key="excluded_nodes", node_update=True),
     "v0.0.41": ApiVersion("v0.0.41", exclude_key="excluded_nodes", node_update=True),
     "v0.0.42": ApiVersion("v0.0.42", exclude_key="excluded_nodes", node_update=True),
@@ -188,6 +195,11 @@ def choose_version(
 # --- errors in answers ------------------------------------------------------------------------------
 
 _TRANSIENT_HTTP = frozenset({502, 503, 504})
+# 511 is 24.11's answer when slurmctld refuses the forwarded token ("Protocol authentication error").
+_AUTH_HTTP = frozenset({401, 403, 511})
+AUTH_MARKERS = ("Protocol authentication error", "Authentication failure")
+# Per-job results of DELETE /job (data_parser): "already completing or completed" is success for a cancel.
+_DONE_CODES = frozenset({0, 2021})
 REJECTED_HINT = (
     "slurmctld refused the request without saying why; slurmrestd 22.05 reports a token slurmctld does "
     "not accept (wrong key, wrong user, expired) this way: check cluster.slurmrestd.user and the token"
@@ -219,6 +231,22 @@ def _numbers(items: Any) -> list[int]:
     ]
 
 
+def _status_messages(items: Any) -> list[str]:
+    """data_parser's DELETE /job answer: `status: [{error: {code, string}, job_id, step_id}]`."""
+    if not isinstance(items, list):
+        return []
+    out = []
+    for item in items:
+        error = item.get("error") if isinstance(item, Mapping) else None
+        if (
+            isinstance(error, Mapping)
+            and isinstance(error.get("code"), int)
+            and error["code"] not in _DONE_CODES
+        ):
+            out.append(str(error.get("string") or error.get("message") or f"error {error['code']}"))
+    return out
+
+
 def answer_error(
     request: Request, status: int, doc: Mapping[str, Any] | None, text: str, *, transient: Iterable[str] = ()
 ) -> SlurmRestError | None:
@@ -229,12 +257,13 @@ def answer_error(
     failed per-job update as a warning ("non-zero return-code") with 200.
     """
     where = request.describe()
-    if status in (401, 403):
-        return SlurmRestAuthError(where, status, f"HTTP {status}: token or user refused", retryable=False)
     errors = doc.get("errors") if doc is not None else None
     messages = _messages(errors)
     warnings = [w for w in _messages(doc.get("warnings") if doc else None) if "non-zero return-code" in w]
-    messages += warnings
+    messages += warnings + _status_messages(doc.get("status") if doc else None)
+    if status in _AUTH_HTTP or any(m in text for text in messages for m in AUTH_MARKERS):
+        why = "; ".join(messages) or "token or user refused"
+        return SlurmRestAuthError(where, status, f"HTTP {status}: {why}", retryable=False)
     if not messages and status < 400:
         return None
     if not messages:
