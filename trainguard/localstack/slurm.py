@@ -184,11 +184,12 @@ def pids_listening_under(directory: Path) -> list[int]:
 class LocalSlurmCluster:
     """munged + slurmctld + `nodes` slurmd daemons (node1..nodeN) under `base_dir`.
 
-    `version` ("22.05" or "24.11"; default from TG_LAB_SLURM_VERSION, else 22.05) picks the Slurm. The
-    host's own packages serve the version they carry; any other runs from `rootfs` (see slurm_rootfs),
-    with `shared_paths` (plus the repo, `base_dir` and /tmp) visible at the same paths inside it so job
-    scripts, working directories and output files are the same for Slurm and for the host. `rest_port`
-    enables JWT authentication so `start_rest()` can run slurmrestd there.
+    `version` ("22.05" or "24.11"; default: the one `base_dir` was last started with, else
+    TG_LAB_SLURM_VERSION, else 22.05) picks the Slurm. The host's own packages serve the version they
+    carry; any other runs from `rootfs` (see slurm_rootfs), with `shared_paths` (plus the repo,
+    `base_dir` and /tmp) visible at the same paths inside it so job scripts, working directories and
+    output files are the same for Slurm and for the host. `rest_port` (or `jwt=True`) enables JWT
+    authentication so `start_rest()` can run slurmrestd there.
     """
 
     def __init__(
@@ -205,6 +206,7 @@ class LocalSlurmCluster:
         rootfs: Path | None = None,
         shared_paths: Sequence[Path] = (),
         rest_port: int | None = None,
+        jwt: bool = False,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -225,7 +227,10 @@ class LocalSlurmCluster:
         self.state_dir = self.base_dir / "state"
         self.spool_dir = self.base_dir / "spool"
         self.bin_dir = self.base_dir / "bin"
-        self.version = check_version(version or default_version())
+        # Without an explicit version, a cluster directory keeps the version it was started with.
+        self.version_file = self.base_dir / "etc" / "slurm-version"
+        recorded = self.version_file.read_text().strip() if self.version_file.is_file() else None
+        self.version = check_version(version or recorded or default_version())
         self.host_version = host_version()
         # None: the host's binaries; else the root filesystem the commands run from.
         self.rootfs: Path | None = (
@@ -233,6 +238,7 @@ class LocalSlurmCluster:
         )
         self.shared_paths = [REPO, self.base_dir, Path("/tmp"), *shared_paths]
         self.rest_port = rest_port
+        self.jwt = jwt or rest_port is not None  # auth/jwt in slurm.conf (slurmrestd needs it)
         self.jwt_key = self.base_dir / "etc" / "jwt.key"
         self._rest = BackgroundProcess(
             "slurmrestd", self.run_dir, [self._exe("slurmrestd")], marker="slurmrestd"
@@ -278,6 +284,10 @@ class LocalSlurmCluster:
             raise LabError(f"{' '.join(argv[:3])} failed (rc={proc.returncode}): {proc.stderr.strip()[:500]}")
         return proc.stdout
 
+    def run(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
+        """Run a Slurm command of this cluster's version against it; stdout (LabError on failure)."""
+        return self._run(argv, timeout=timeout, check=check)
+
     def node_spool(self, node: str) -> Path:
         return self.spool_dir / node
 
@@ -312,7 +322,7 @@ class LocalSlurmCluster:
             "cpus": str(self.cpus_per_node),
         }
         text = string.Template(self.template.read_text()).substitute(values)
-        if self.rest_port is not None:
+        if self.jwt:
             # slurmrestd passes each request's JWT (X-SLURM-USER-TOKEN) on to slurmctld, which checks it.
             text += f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={self.jwt_key}\n"
         return text
@@ -328,10 +338,11 @@ class LocalSlurmCluster:
         self.munge_socket.parent.mkdir(exist_ok=True)
         self.munge_socket.parent.chmod(0o755)
         self.munge_dir.chmod(0o711)
-        if self.rest_port is not None and not self.jwt_key.exists():
+        if self.jwt and not self.jwt_key.exists():
             self.jwt_key.write_bytes(secrets.token_bytes(32))
             self.jwt_key.chmod(0o600)
         self.conf.write_text(self.render_config())
+        self.version_file.write_text(self.version + "\n")
         if self.rootfs is not None:
             try:
                 check_rootfs(self.rootfs, self.version)
@@ -548,7 +559,7 @@ class LocalSlurmCluster:
         if self.version == "22.05":
             argv += ["-s", "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36"]
         else:
-            argv += ["-g", "nogroup", "-s", "openapi/slurmctld"]  # 22.05 has no -g
+            argv += ["-g", "nogroup", "-s", "openapi/slurmctld"]  # drop root's group too (22.05 has no -g)
         self._rest.argv = [*argv, f"127.0.0.1:{self.rest_port}"]
         self._rest.env = {"SLURM_CONF": str(self.conf), "SLURM_JWT": "daemon"}
         self._rest.log_file = self.log_dir / "slurmrestd.log"
@@ -575,3 +586,13 @@ class LocalSlurmCluster:
 
     def stop_rest(self) -> None:
         self._rest.stop()
+
+    # The names the slurmrestd client's tests use (same behaviour as start_rest / rest_token).
+    def start_slurmrestd(self, port: int) -> str:
+        if not self.jwt:
+            raise LabError("slurmrestd needs a cluster created with jwt=True or rest_port=")
+        self.rest_port = port
+        return self.start_rest().url
+
+    def token(self, user: str = "root", lifespan: int = 600) -> str:
+        return self.rest_token(user, lifespan)

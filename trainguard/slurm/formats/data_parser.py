@@ -22,8 +22,11 @@ from trainguard.slurm.formats.common import Fields, RawJob, build_job, entries, 
 @dataclass(frozen=True)
 class DataParserFormat:
     format: str
-    expanded_paths: bool = False
-    """`stdout_expanded`/`stderr_expanded` exist (v0.0.43): Slurm's own expansion, preferred."""
+    expanded_fields: bool = False
+    """v0.0.43: `standard_output`/`standard_error` are the raw patterns and Slurm's own expansion is in
+    `stdout_expanded`/`stderr_expanded`. Before (v0.0.40-42) `standard_output`/`standard_error` are
+    already expanded by Slurm (measured on 24.11: a job named "train %x" with `-o %x-%j.out` prints
+    "train %x-1.out"): expanding them again would substitute inside the job name."""
 
     def _what(self, command: str) -> str:
         return f"{command} ({self.format})"
@@ -39,8 +42,12 @@ class DataParserFormat:
         if code is None:
             return None, None
         signal = code.obj("signal")
-        signal_id = signal.number("id") if signal is not None else None
-        return code.number("return_code"), signal_id or None
+        signal_id = (signal.number("id") if signal is not None else None) or None
+        return_code = code.number("return_code")
+        if return_code is None and signal_id is None:
+            return None, None
+        # scontrol prints ExitCode=<code>:<signal> with 0 for the part not set, as 22.05's JSON decoded.
+        return return_code or 0, signal_id or 0
 
     def job(self, item: Any) -> JobSnapshot:
         what = self._what("squeue --json")
@@ -74,8 +81,8 @@ class DataParserFormat:
                 requeue_allowed=f.boolean("requeue", True),
                 stdout=f.text("standard_output"),
                 stderr=f.text("standard_error"),
-                stdout_expanded=f.text("stdout_expanded") if self.expanded_paths else "",
-                stderr_expanded=f.text("stderr_expanded") if self.expanded_paths else "",
+                stdout_expanded=f.text("stdout_expanded" if self.expanded_fields else "standard_output"),
+                stderr_expanded=f.text("stderr_expanded" if self.expanded_fields else "standard_error"),
                 work_dir=f.text("current_working_directory"),
                 batch_host=f.text("batch_host"),
                 array_job_id=f.number("array_job_id"),
