@@ -11,6 +11,7 @@ tests; nothing is skipped.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import time
@@ -21,12 +22,16 @@ import pytest
 import pytest_asyncio
 from pydantic import SecretStr
 
-from tests.e2e.stack import PORT_OFFSET
+from tests.e2e.stack import PORT_OFFSET, Stack, make_settings
+from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster, RestEndpoint
-from trainguard.models import JobSnapshot
+from trainguard.localstack.temporal import LocalTemporal
+from trainguard.models import EventType, JobSnapshot
+from trainguard.settings import ClusterSettings
 from trainguard.slurm.restd import SlurmRestClient
 from trainguard.slurm.restd_api import NoSupportedVersionError, SlurmRestAuthError, UnsupportedOperationError
 from trainguard.slurm.restd_token import TokenSource
+from workers.worker import build_workers, connect, ensure_cluster_watch
 
 pytestmark = pytest.mark.e2e
 
@@ -236,3 +241,74 @@ async def test_version_not_served_is_a_clear_error(lab: tuple[LocalSlurmCluster,
         assert pinned in str(caught.value) and not caught.value.retryable
     finally:
         await client.close()
+
+
+# --- the worker in slurmrestd mode (cluster.access: slurmrestd), on the real stack --------------------
+
+
+@pytest_asyncio.fixture
+async def rest_stack(
+    lab: tuple[LocalSlurmCluster, RestEndpoint], temporal_server: LocalTemporal, tmp_path: Path
+) -> AsyncIterator[Stack]:
+    cluster, ep = lab
+    name = f"rest-{cluster.version.replace('.', '')}"
+    token_file = tmp_path / "slurm.jwt"
+    token_file.write_text(f"SLURM_JWT={ep.token}\n")
+    base = make_settings(
+        temporal_address=temporal_server.address,
+        cluster=cluster,
+        audit_url=f"sqlite:///{tmp_path / 'audit.db'}",
+        name=name,
+    )
+    rest = {"url": ep.url, "user": ep.user, "token_file": str(token_file)}
+    cluster_settings = ClusterSettings(
+        **{**base.cluster.model_dump(), "access": "slurmrestd", "slurmrestd": rest}
+    )
+    settings = base.model_copy(update={"cluster": cluster_settings})
+    client = await connect(settings)
+    runtime = build_workers(client, settings)
+    assert isinstance(runtime.slurm, SlurmRestClient)  # the settings chose the client
+    await runtime.slurm.start()
+    runtime.start()
+    await ensure_cluster_watch(client, settings)
+    store = AuditStore.from_url(settings.audit.url)
+    workdir = tmp_path / "jobs"
+    workdir.mkdir()
+    try:
+        yield Stack(cluster=cluster, client=client, store=store, settings=settings, workdir=workdir)
+    finally:
+        for job in cluster.active_job_ids():
+            cluster._run(["scancel", job], check=False)
+        await runtime.shutdown()
+        store.close()
+
+
+async def test_worker_over_slurmrestd_discovers_advises_and_reports_the_missing_requeue(
+    rest_stack: Stack,
+) -> None:
+    """The worker sees the job only through slurmrestd, detects the Xid from its output file, advises,
+    and its requeue step fails with the typed reason (no REST requeue): audited, Slurm untouched."""
+    job = rest_stack.submit(
+        comment=json.dumps({"trainguard": {"environment": "e2e", "mode": "action"}}),
+        env={"TRAINSIM_FAULT": "xid", "TRAINSIM_FAULT_AT": "8"},  # rank 0 fails, wherever it runs
+    )
+    await rest_stack.wait_for_event(job.job_id, EventType.ACTION_FAILED, timeout=120)
+    events = rest_stack.events(job.job_id)
+    kinds = [e.event_type for e in events]
+    assert EventType.WORKLOAD_DISCOVERED in kinds and EventType.ADVICE in kinds
+    failed = next(e for e in events if e.event_type == EventType.ACTION_FAILED)
+    assert failed.action == "requeue_hold" and "cannot requeuehold" in failed.message
+    deadline = time.monotonic() + 60
+    record = job.show()
+    while record["JobState"] != "FAILED" and record["Restarts"] == "0" and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        record = job.show()
+    if record["Restarts"] == "0":
+        assert record["JobState"] == "FAILED" and record.get("ExcNodeList") in ("(null)", None)
+        done = [e for e in rest_stack.events(job.job_id) if e.event_type == EventType.ACTION]
+        assert not [e for e in done if e.data.get("performed")], done
+    else:
+        # Only Slurm itself may have requeued it: a slurmd that missed SlurmdTimeout on this loaded
+        # machine is a node failure, and the job asked for --requeue. TrainGuard sent no requeue.
+        log = (rest_stack.cluster.log_dir / "slurmctld.log").read_text(errors="replace")
+        assert f"JobId={job.job_id} due to failure of node" in log, record
