@@ -27,10 +27,13 @@ from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster, RestEndpoint
 from trainguard.localstack.temporal import LocalTemporal
 from trainguard.models import EventType, JobSnapshot
-from trainguard.settings import ClusterSettings
+from trainguard.settings import ClusterSettings, Settings
+from trainguard.signals.check import CheckRequest, run_checks
+from trainguard.signals.report import Status
 from trainguard.slurm.restd import SlurmRestClient
 from trainguard.slurm.restd_api import NoSupportedVersionError, SlurmRestAuthError, UnsupportedOperationError
 from trainguard.slurm.restd_token import TokenSource
+from trainguard.slurm.runner import LocalRunner
 from workers.worker import build_workers, connect, ensure_cluster_watch
 
 pytestmark = pytest.mark.e2e
@@ -312,3 +315,29 @@ async def test_worker_over_slurmrestd_discovers_advises_and_reports_the_missing_
         # machine is a node failure, and the job asked for --requeue. TrainGuard sent no requeue.
         log = (rest_stack.cluster.log_dir / "slurmctld.log").read_text(errors="replace")
         assert f"JobId={job.job_id} due to failure of node" in log, record
+
+
+async def test_signals_check_reads_slurm_through_slurmrestd(
+    lab: tuple[LocalSlurmCluster, RestEndpoint], tmp_path: Path
+) -> None:
+    """`trainguard signals check` in slurmrestd mode: job and node names come from slurmrestd."""
+    cluster, ep = lab
+    job_id = submit(cluster, tmp_path)
+
+    def settings(token: str) -> Settings:
+        rest = {"url": ep.url, "user": ep.user, "token": token}
+        return Settings(cluster=ClusterSettings(access="slurmrestd", slurmrestd=rest))
+
+    try:
+        report = await run_checks(settings(ep.token), LocalRunner(), CheckRequest(job_id=job_id))
+        found = {c.name: c for c in report.checks}
+        assert found["slurm.job"].status is Status.PASS and job_id in found["slurm.job"].detail
+        assert found["slurm.nodes"].status is Status.PASS and "3 node(s)" in found["slurm.nodes"].detail
+        head, payload, signature = ep.token.split(".")
+        forged = f"{head}.{payload}.{signature[::-1]}"
+        refused = await run_checks(settings(forged), LocalRunner(), CheckRequest(job_id=job_id))
+        found = {c.name: c for c in refused.checks}
+        assert found["slurm.nodes"].status is Status.FAIL and "cluster.slurmrestd" in found["slurm.nodes"].fix
+        assert forged not in refused.to_json()
+    finally:
+        cluster._run(["scancel", job_id], check=False)
