@@ -285,3 +285,47 @@ def test_renderer_refuses_syntax_outside_the_subset() -> None:
     with pytest.raises(UnsupportedTemplate):
         render("{{ .Values.a | b64enc }}", {"Values": {"a": "x"}})
     assert render("a{{- if .Values.on }} b{{- else }} c{{- end }}", {"Values": {"on": False}}) == "a c"
+
+
+def test_slurmrestd_mode_mounts_the_token_and_drops_ssh() -> None:
+    values = _values(
+        {
+            "clusterWorker": {
+                "slurmrestd": {
+                    "enabled": True,
+                    "url": "http://slurm-restapi.slurm.svc:6820",
+                    "user": "trainguard",
+                    "apiVersion": "v0.0.42",
+                    "token": "eyJ.secret.jwt",
+                }
+            },
+            "logs": {"backend": "loki", "url": "http://loki:3100"},
+        }
+    )
+    jsonschema.validate(values, _schema())
+    objects = _kinds(render_chart(values))
+    doc = yaml.safe_load(objects[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    assert "eyJ.secret.jwt" not in str(doc)  # the token lives in the Secret only
+    settings = Settings.model_validate(doc)
+    rest = settings.cluster.slurmrestd
+    assert settings.cluster.access == "slurmrestd" and rest.url == "http://slurm-restapi.slurm.svc:6820"
+    assert rest.token_file == "/etc/trainguard/slurmrestd/token" and rest.api_version == "v0.0.42"
+    assert objects[("Secret", "tg-trainguard-slurmrestd")]["stringData"]["token"] == "eyJ.secret.jwt"
+    assert ("Secret", "tg-trainguard-ssh") not in objects
+    worker = objects[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
+    env = worker["containers"][0]["env"]
+    assert not [e for e in env if e["name"] == "TRAINGUARD_CLUSTER__RUNNER"]
+    mounts = {m["name"]: m["mountPath"] for m in worker["containers"][0]["volumeMounts"]}
+    assert mounts.get("slurmrestd") == "/etc/trainguard/slurmrestd" and "ssh" not in mounts
+    secret = next(v for v in worker["volumes"] if v["name"] == "slurmrestd")
+    assert secret["secret"]["secretName"] == "tg-trainguard-slurmrestd"
+
+    rotated = _values(
+        {"clusterWorker": {"slurmrestd": {"enabled": True, "url": "https://r", "existingSecret": "jwt"}}}
+    )
+    objects = _kinds(render_chart(rotated))
+    assert ("Secret", "tg-trainguard-slurmrestd") not in objects
+    worker = objects[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
+    assert next(v for v in worker["volumes"] if v["name"] == "slurmrestd")["secret"]["secretName"] == "jwt"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(_values({"clusterWorker": {"slurmrestd": {"url": "slurm:6820"}}}), _schema())
