@@ -30,6 +30,7 @@ from trainguard.models import EventType, JobSnapshot
 from trainguard.settings import ClusterSettings, Settings
 from trainguard.signals.check import CheckRequest, run_checks
 from trainguard.signals.report import Status
+from trainguard.slurm.hostlist import expand_hostlist
 from trainguard.slurm.restd import SlurmRestClient
 from trainguard.slurm.restd_api import NoSupportedVersionError, SlurmRestAuthError, UnsupportedOperationError
 from trainguard.slurm.restd_token import TokenSource
@@ -267,7 +268,10 @@ async def rest_stack(
     cluster_settings = ClusterSettings(
         **{**base.cluster.model_dump(), "access": "slurmrestd", "slurmrestd": rest}
     )
-    settings = base.model_copy(update={"cluster": cluster_settings})
+    # A killed node stops the job's output: the hang detector would fire before Slurm declares the node
+    # down (~12 s), and a hang needs a requeue, which slurmrestd cannot do. Give Slurm the first move.
+    watch = base.watch.model_copy(update={"hang_floor_s": 60.0})
+    settings = base.model_copy(update={"cluster": cluster_settings, "watch": watch})
     client = await connect(settings)
     runtime = build_workers(client, settings)
     assert isinstance(runtime.slurm, SlurmRestClient)  # the settings chose the client
@@ -341,3 +345,33 @@ async def test_signals_check_reads_slurm_through_slurmrestd(
         assert forged not in refused.to_json()
     finally:
         cluster._run(["scancel", job_id], check=False)
+
+
+async def test_worker_over_slurmrestd_recovers_a_node_failure(rest_stack: Stack) -> None:
+    """A node dies under a --requeue job: Slurm requeues it itself, and TrainGuard - reaching Slurm only
+    through slurmrestd - holds it, excludes the dead node and releases it; it resumes and completes.
+
+    On this loaded 2-core machine a slurmd may also miss SlurmdTimeout by itself: any node Slurm failed
+    may then be excluded too, so the assertions are about the node killed here plus what Slurm reports."""
+    cluster = rest_stack.cluster
+    job = rest_stack.submit(
+        comment=json.dumps({"trainguard": {"environment": "e2e", "mode": "action"}}),
+        env={"TRAINSIM_ITERS": "150", "TRAINSIM_STEP_S": "0.1"},
+        nodes=1,
+    )
+    record = await rest_stack.wait_job_state(job, {"RUNNING"}, timeout=30)
+    await asyncio.sleep(3)  # some iterations and a checkpoint
+    record = job.show()
+    victim = record["NodeList"]
+    assert victim in cluster.node_names and record["Restarts"] == "0", record
+    cluster.kill_node(victim)
+    try:
+        await rest_stack.wait_for_event(job.job_id, EventType.COMPLETED, timeout=150)
+    finally:
+        cluster.restart_node(victim)
+    record = job.show()
+    assert record["JobState"] == "COMPLETED" and int(record["Restarts"]) >= 1, record
+    assert victim in expand_hostlist(record["ExcNodeList"]) and record["NodeList"] != victim, record
+    actions = [e for e in rest_stack.events(job.job_id) if e.event_type == EventType.ACTION]
+    steps = [e.action for e in actions if e.data.get("performed")]
+    assert {"requeue_hold", "exclude", "release"} <= set(steps), steps

@@ -27,6 +27,7 @@ from trainguard.slurm.restd_api import (
     NoSupportedVersionError,
     Request,
     SlurmRestAuthError,
+    SlurmRestError,
     UnsupportedOperationError,
     answer_error,
     choose_version,
@@ -292,7 +293,13 @@ JOB_0038 = {
 META_0038 = {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"release": "22.05.8"}}
 
 
-def fake_restd(seen: list[httpx.Request], *, openapi: int = 200) -> httpx.MockTransport:
+def node_0038(state: str, flags: list[str]) -> dict[str, Any]:
+    return {"name": "node1", "state": state, "state_flags": flags, "reason": ""}
+
+
+def fake_restd(
+    seen: list[httpx.Request], *, openapi: int = 200, node: dict[str, Any] | None = None
+) -> httpx.MockTransport:
     def handle(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         path = request.url.path
@@ -304,6 +311,9 @@ def fake_restd(seen: list[httpx.Request], *, openapi: int = 200) -> httpx.MockTr
         if path.startswith("/slurm/v0.0.38/"):
             if path.endswith("/job/5"):
                 return httpx.Response(200, json={"meta": META_0038, "errors": [], "jobs": [JOB_0038]})
+            if path.endswith("/node/node1"):
+                nodes = [node or node_0038("allocated", [])]
+                return httpx.Response(200, json={"meta": META_0038, "errors": [], "nodes": nodes})
             return httpx.Response(200, json={"meta": META_0038, "errors": []})
         return httpx.Response(404, text="Unable find requested URL.")
 
@@ -322,7 +332,21 @@ async def test_every_request_carries_user_and_token_and_no_requeue_is_sent() -> 
         await client.close()
     assert all(r.headers["X-SLURM-USER-NAME"] == "tg" for r in seen)
     assert all(r.headers["X-SLURM-USER-TOKEN"] == token for r in seen)
-    assert [r.method for r in seen if r.url.path.startswith("/slurm/")] == ["GET", "GET"]  # check + job read
+    assert {r.method for r in seen} == {"GET"}  # reads only: nothing that could change Slurm
+
+
+async def test_a_job_on_a_failing_node_waits_for_slurms_own_requeue() -> None:
+    """Slurm requeues a --requeue job itself when it sets the node DOWN: the step is retried meanwhile."""
+    seen: list[httpx.Request] = []
+    transport = fake_restd(seen, node=node_0038("allocated", ["NOT_RESPONDING"]))
+    client = SlurmRestClient(URL, "tg", TokenSource(token=SecretStr("t.t.t")), "c", transport=transport)
+    try:
+        with pytest.raises(SlurmRestError, match="waiting for Slurm to requeue it") as caught:
+            await client.requeue_hold("5", expected_restarts=0)
+    finally:
+        await client.close()
+    assert caught.value.retryable and "node1" in str(caught.value)
+    assert {r.method for r in seen} == {"GET"}
 
 
 async def test_without_an_openapi_document_versions_are_probed() -> None:

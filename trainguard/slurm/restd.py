@@ -32,12 +32,14 @@ from trainguard.slurm.restd_api import (
     Request,
     SlurmRestAuthError,
     SlurmRestError,
+    UnsupportedOperationError,
     answer_error,
     choose_version,
     served_versions,
     version_key,
 )
 from trainguard.slurm.restd_token import TokenSource
+from trainguard.slurm.states import ACTIVE_STATES, NODE_BAD_STATES
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +236,35 @@ class SlurmRestClient(SlurmAccess):
         await self._call((await self._api()).hold(job_id))
 
     async def _requeue_hold(self, job_id: str) -> None:
-        await self._call((await self._api()).requeue_hold(job_id))  # raises UnsupportedOperationError
+        api = await self._api()
+        try:
+            api.requeue_hold(job_id)  # no version has it: raises UnsupportedOperationError
+        except UnsupportedOperationError as unsupported:
+            failing = await self._failing_nodes(job_id)
+            if failing:
+                # Slurm requeues a --requeue job itself once it sets a failed node DOWN; the step's
+                # retries then find it requeued and only hold it, which REST can do.
+                raise SlurmRestError(
+                    unsupported.argv,
+                    None,
+                    f"{unsupported.stderr}; job {job_id} may be requeued and is on failing node(s) "
+                    f"{', '.join(failing)}: waiting for Slurm to requeue it",
+                    retryable=True,
+                ) from None
+            raise
+
+    async def _failing_nodes(self, job_id: str) -> list[str]:
+        """The job's nodes Slurm reports down or not responding, if the job lets Slurm requeue it."""
+        job = await self.job(job_id)
+        if job is None or not job.requeue_allowed or job.state not in ACTIVE_STATES:
+            return []
+        failing = []
+        for name in job.nodes:
+            node = await self.node(name)
+            words = [node.state.lower(), *(f.lower() for f in node.flags)] if node else []
+            if any(bad in word for word in words for bad in NODE_BAD_STATES):
+                failing.append(name)
+        return failing
 
     async def _release(self, job_id: str) -> None:
         await self._call((await self._api()).release(job_id))
