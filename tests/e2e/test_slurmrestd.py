@@ -62,7 +62,7 @@ def lab(request: pytest.FixtureRequest) -> Iterator[tuple[LocalSlurmCluster, Res
     )  # fmt: skip
     cluster.stop()  # leftovers of an interrupted run
     shutil.rmtree(base, ignore_errors=True)
-    cluster.start()
+    cluster.start(timeout=90)  # tolerant: 2 shared cores
     try:
         yield cluster, cluster.start_rest()
     finally:
