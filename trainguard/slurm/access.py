@@ -89,6 +89,10 @@ class SlurmAccess(ABC):
     def _request(self, operation: str, target: str) -> tuple[str, ...]:
         """How an operation on `target` is sent (an argv, or method and URL), for error messages."""
 
+    async def finished_job(self, job_id: str) -> JobSnapshot | None:
+        """A job slurmctld forgot (after MinJobAge), from accounting; None when this access has none."""
+        return None
+
     async def close(self) -> None:
         """Release connections; the base holds none."""
         return None

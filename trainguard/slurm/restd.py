@@ -113,9 +113,8 @@ class SlurmRestClient(SlurmAccess):
             )
         except httpx.TransportError as err:
             # Connection refused, timeouts, TLS failures: slurmrestd (or its host) may come back.
-            raise SlurmRestError(
-                request.describe(), None, f"{type(err).__name__}: {err}", retryable=True
-            ) from None
+            why = f"cannot reach slurmrestd at {self.url}: {type(err).__name__} {err}".rstrip()
+            raise SlurmRestError(request.describe(), None, why, retryable=True) from None
         text = response.text
         # At 10,000 jobs a /jobs document is tens of MB: decode it off the event loop.
         doc = await asyncio.to_thread(_load, text) if len(text) > BIG_DOCUMENT else _load(text)
