@@ -504,8 +504,10 @@ class LocalSlurmCluster:
 
     # -- jobs ----------------------------------------------------------------------------------
 
-    def sbatch(self, argv_tail: list[str], env: Mapping[str, str] | None = None) -> str:
-        """Submit with `sbatch --parsable <argv_tail>`; returns the job id."""
+    def sbatch(
+        self, argv_tail: list[str], env: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> str:
+        """Submit with `sbatch --parsable <argv_tail>` (from `cwd`: SLURM_SUBMIT_DIR); returns the job id."""
         argv = [self._exe("sbatch"), "--parsable", *argv_tail]
         try:
             proc = subprocess.run(
@@ -517,6 +519,7 @@ class LocalSlurmCluster:
                 timeout=30,
                 check=False,
                 stdin=subprocess.DEVNULL,
+                cwd=cwd,
             )
         except (OSError, subprocess.TimeoutExpired) as err:
             raise LabError(f"sbatch could not run: {err}") from None
