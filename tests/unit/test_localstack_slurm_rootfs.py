@@ -66,6 +66,13 @@ def test_the_other_version_runs_through_wrappers_first_on_path(
         lab.start()
 
 
+def test_24_11_gets_its_own_slurmd_timeout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("trainguard.localstack.slurm.host_version", lambda: "22.05")
+    assert "\nSlurmdTimeout=5\n" in LocalSlurmCluster(tmp_path / "a", version="22.05").render_config()
+    text = LocalSlurmCluster(tmp_path / "b", version="24.11").render_config()
+    assert "\nSlurmdTimeout=10\n" in text and "SlurmdTimeout=5" not in text
+
+
 def test_jwt_only_when_asked(tmp_path: Path) -> None:
     assert "AuthAltTypes" not in LocalSlurmCluster(tmp_path / "a").render_config()
     lab = LocalSlurmCluster(tmp_path / "b", rest_port=30100)
