@@ -33,7 +33,7 @@ from trainguard.models import (
     ProgressState,
 )
 from trainguard.slurm.client import SlurmClient
-from trainguard.slurm.states import NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
+from trainguard.slurm.states import COMPLETED, NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,11 @@ class JobWatcher:
         single = await self.client.job(inp.workload.job_id)
         if single is not None and matches_workload(inp.workload, single, known):
             return single
+        if single is None and inp.workload.job_id.isdigit():
+            # slurmctld forgot it (MinJobAge): slurmdbd may still know how it ended.
+            finished = await self.client.finished_job(inp.workload.job_id)
+            if finished is not None and matches_workload(inp.workload, finished, known):
+                return finished
         return None
 
     async def watch(self, inp: c.WatchInput, heartbeat: Callable[..., None]) -> c.WatchResult:
@@ -165,7 +170,7 @@ class JobWatcher:
                 self._collect(state, [f for f in gpu if f.fatal], now, inp.settle_s)
 
             new_progress = analyzer.progress_lines > progress_before
-            if job.state == "COMPLETED" and job.restart_count >= phase.attempt_restarts:
+            if job.state == COMPLETED and job.restart_count >= phase.attempt_restarts:
                 # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)

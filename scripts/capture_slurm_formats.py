@@ -46,6 +46,7 @@ def main(version: str) -> None:
 
     def capture(name: str, jobs: list[str]) -> None:
         save(f"fmt_{name}_squeue.json", run("squeue", "--json", "-t", "all"))
+        save(f"fmt_{name}_states.json", run("squeue", "--json", "--only-job-state", "-t", "all"))
         save(f"fmt_{name}_sinfo.json", run("sinfo", "--json"))
         save(f"fmt_{name}_nodes.json", run("scontrol", "show", "node", "--json"))
         save(f"fmt_{name}_nodes.txt", run("scontrol", "show", "nodes", "-o"))

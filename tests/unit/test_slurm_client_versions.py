@@ -57,7 +57,7 @@ class CapturedSlurm(LocalRunner):
 @pytest.mark.parametrize(("version", "nodes_cmd"), [("22.05", "sinfo"), ("24.11", "scontrol")])
 def test_snapshot_learns_the_version_and_reads_per_node_data(version: str, nodes_cmd: str) -> None:
     runner = CapturedSlurm(version)
-    client = SlurmClient(runner, "lab")
+    client = SlurmClient(runner, "lab", incremental=False)
 
     async def go() -> None:
         first = await client.snapshot()
@@ -143,3 +143,72 @@ def test_discovery_reports_opted_in_het_jobs_once_and_starts_the_rest() -> None:
     assert len(temporal.sent) == 2 and all(name == "report_malformed" for name, _ in temporal.sent)
     started = {job_id for job_id, outcome in outcomes.items() if outcome == "started"}
     assert started == {"1", "5", "8"} and len(temporal.started) == 3  # train, array remainder, array task
+
+
+# --- sacct fallback (jobs slurmctld forgot after MinJobAge) ---------------------------------------
+
+
+def test_accounting_is_detected_from_scontrol_show_config() -> None:
+    from trainguard.slurm.formats.sacct_text import accounting_configured
+
+    # Real 24.11 lab output has "AccountingStorageType   = (null)" (no slurmdbd).
+    assert not accounting_configured("AccountingStorageType   = (null)\nMinJobAge               = 600 sec\n")
+    assert not accounting_configured("AccountingStorageType   = accounting_storage/none\n")
+    assert accounting_configured("AccountingStorageType   = accounting_storage/slurmdbd\n")
+    assert not accounting_configured("")
+
+
+def test_sacct_line_becomes_a_finished_job() -> None:
+    """Lines in sacct's documented -P (`|`-separated) form; no slurmdbd runs on this machine to capture."""
+    from trainguard.slurm.formats.sacct_text import parse_sacct_job
+
+    text = (
+        "41|CANCELLED by 0|0:15|1796073608|1796073610|1796073700|node[1-2]|debug\n"
+        "42|COMPLETED|0:0|1|2|3|node1|debug\n"
+    )
+    job = parse_sacct_job(text, "41")
+    assert job is not None
+    assert (job.state, job.exit_code, job.exit_signal, job.nodes) == ("CANCELLED", 0, 15, ("node1", "node2"))
+    assert (job.submit_time, job.end_time) == (1796073608, 1796073700)
+    assert parse_sacct_job(text, "43") is None
+    with pytest.raises(SlurmFormatError):
+        parse_sacct_job("41|COMPLETED|0:0\n", "41")
+
+
+class _Accounted(LocalRunner):
+    def __init__(self, storage: str) -> None:
+        super().__init__()
+        self.storage = storage
+        self.calls: list[tuple[str, ...]] = []
+
+    async def run(self, argv: Sequence[str], *, timeout: float = 30.0, check: bool = False) -> CommandResult:
+        args = tuple(argv)
+        self.calls.append(args)
+        if "config" in args:
+            return CommandResult(args, 0, f"AccountingStorageType   = {self.storage}\n", "")
+        if "sacct" in args:
+            return CommandResult(args, 0, "9|COMPLETED|0:0|100|110|200|node1|debug\n", "")
+        return CommandResult(args, 1, "", "slurm_load_jobs error: Invalid job id specified")
+
+
+def test_watch_reads_how_a_forgotten_job_ended_from_sacct_only_with_accounting() -> None:
+    async def go(storage: str) -> tuple[c.WatchResult, list[tuple[str, ...]]]:
+        runner = _Accounted(storage)
+        client = SlurmClient(runner, "lab")
+
+        async def empty() -> object:
+            from trainguard.models import ClusterSnapshot
+
+            return ClusterSnapshot(cluster="lab", taken_at=0.0)
+
+        cache = SnapshotCache(empty, max_age_s=0.0)  # type: ignore[arg-type]
+        watcher = JobWatcher(client, cache, lambda job, path: None)  # type: ignore[arg-type,return-value]
+        inp = c.WatchInput(workload=WorkloadId(cluster="lab", job_id="9", submit_time=100), slice_s=1.0)
+        return await watcher.watch(inp, lambda *a: None), runner.calls
+
+    with_dbd, calls = asyncio.run(go("accounting_storage/slurmdbd"))
+    assert with_dbd.observation.kind.value == "completed" and with_dbd.observation.job is not None
+    assert any("sacct" in call for call in calls)
+    without, calls = asyncio.run(go("(null)"))
+    assert without.observation.kind.value == "gone"
+    assert not any("sacct" in call for call in calls)

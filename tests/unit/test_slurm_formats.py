@@ -29,11 +29,26 @@ OPT_IN = '{"trainguard":{"environment":"prod","mode":"observe"}}'
 
 
 def version_of(path: Path) -> str:
-    return path.parent.name if path.parent != FIXTURES else "22.05"
+    """tests/fixtures/slurm/ (top level) is 22.05; else <version>/ or <version>/rest/."""
+    if path.parent == FIXTURES:
+        return "22.05"
+    return path.parent.parent.name if path.parent.name == "rest" else path.parent.name
+
+
+def expected_format(path: Path) -> str:
+    """The CLI prints its newest format; slurmrestd serves the one in the request path (rest/v0.0.4x_*)."""
+    if path.parent.name == "rest":
+        version = path.name.split("_", 1)[0]
+        return "openapi/v0.0.38" if version == "v0.0.38" else f"data_parser/{version}"
+    return EXPECTED_FORMAT[version_of(path)]
 
 
 EXPECTED_FORMAT = {"22.05": "openapi/v0.0.38", "24.11": "data_parser/v0.0.42"}
-JSON_CAPTURES = sorted(p for p in FIXTURES.rglob("*.json"))
+STATE_CAPTURES = sorted(FIXTURES.rglob("*_states.json"))  # squeue --only-job-state: its own kind
+NOT_SLURM = {"jobs.json"}  # the capture's situation -> job id map
+JSON_CAPTURES = sorted(
+    p for p in FIXTURES.rglob("*.json") if p not in STATE_CAPTURES and p.name not in NOT_SLURM
+)
 JOB_CAPTURES = [p for p in JSON_CAPTURES if "jobs" in json.loads(p.read_text())]
 NODE_CAPTURES = [p for p in JSON_CAPTURES if p not in JOB_CAPTURES]
 
@@ -57,7 +72,7 @@ def test_both_versions_are_captured() -> None:
 @pytest.mark.parametrize("path", JSON_CAPTURES, ids=lambda p: f"{version_of(p)}/{p.name}")
 def test_every_capture_is_understood(path: Path) -> None:
     doc = load(path)
-    assert detect_format(doc) == EXPECTED_FORMAT[version_of(path)]
+    assert detect_format(doc) == expected_format(path)
     parse = parse_jobs if path in JOB_CAPTURES else parse_nodes
     if doc.get("errors"):
         with pytest.raises(SlurmReportedError):
@@ -73,8 +88,12 @@ def test_every_capture_is_understood(path: Path) -> None:
 
 
 def _text_for(path: Path) -> Path | None:
-    text = path.with_name(path.name.replace("_squeue.json", "_jobs.txt"))
-    return text if path.name.endswith("_squeue.json") and text.exists() else None
+    """`scontrol show job -o` text of the same moment as this squeue capture, if there is one."""
+    if path.name == "squeue_all.json":
+        text = path.with_name("scontrol_jobs.txt")
+    else:
+        text = path.with_name(path.name.replace("_squeue.json", "_jobs.txt"))
+    return text if path.name.endswith(("_squeue.json", "squeue_all.json")) and text.exists() else None
 
 
 PAIRED = [p for p in JOB_CAPTURES if _text_for(p) is not None]
@@ -142,6 +161,22 @@ def test_requeue_hold_while_old_allocation_tears_down(version: str) -> None:
     assert (later.state, later.held, later.restart_count) == ("PENDING", True, 1)
     # A held job's start_time is a projection (a year ahead in 24.11) and its end_time junk.
     assert later.start_time == 0 and later.end_time == 0
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_old_allocation_tearing_down_after_a_node_crash_is_completing(version: str) -> None:
+    """slurm-lab's capture: 24.11 JSON says ["PENDING","COMPLETING"] / ["NODE_FAIL","COMPLETING"];
+    scontrol (captured separately, same situation) says JobState=COMPLETING with FailedNode=."""
+    situations = json.loads((FIXTURES / version / "jobs.json").read_text())["jobs"]
+    jobs = {j.job_id: j for j in parse_jobs(capture(version, "squeue_node_fail_completing.json"))}
+    text = (FIXTURES / version / "scontrol_job_node_fail_completing.txt").read_text()
+    records = {r.job_id: r for r in parse_scontrol_jobs(text)}
+    for key in ("node_fail_requeued", "node_fail_no_requeue"):
+        job_id = situations[key]
+        if job_id in records and records[job_id].state == "COMPLETING" and job_id in jobs:
+            assert jobs[job_id].state == "COMPLETING"
+    assert any(j.state == "COMPLETING" for j in jobs.values())
+    assert all(r.reason != "None FailedNode" and " " not in r.reason for r in records.values())
 
 
 def test_24_11_exit_code_objects_and_signals() -> None:
@@ -367,7 +402,7 @@ def test_key_like_user_text_in_a_free_text_field_is_ambiguous() -> None:
 
 @pytest.mark.parametrize("version", ["22.05", "24.11"])
 def test_scontrol_text_captures_parse(version: str) -> None:
-    for path in sorted((FIXTURES / version).glob("*_jobs.txt")):
+    for path in sorted((FIXTURES / version).glob("*_job*.txt")):
         assert parse_scontrol_jobs(path.read_text())
     for path in sorted((FIXTURES / version).glob("*_nodes.txt")):
         assert {n.name for n in parse_scontrol_nodes(path.read_text())} == {
