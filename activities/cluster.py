@@ -22,7 +22,7 @@ from activities.heartbeat import heartbeating
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import JobWatcher
 from trainguard import contracts as c
-from trainguard import failpoints
+from trainguard import failpoints, telemetry
 from trainguard.identity import workload_of
 from trainguard.models import ActionResult, ActionStep, JobSnapshot
 from trainguard.optin import MalformedComment, parse_opt_in
@@ -67,6 +67,7 @@ class ClusterActivities:
                 snap = await self.cache.get()
             except SlurmParseError as err:
                 raise format_error(err) from None
+            telemetry.mark_discovery(self.cluster, len(snap.jobs), time.time())
             counts = await self._consider_all(snap.jobs, inp, env_re)
             totals = totals.model_copy(update={k: getattr(totals, k) + v for k, v in counts.items()})
             activity.heartbeat(totals.model_dump())
