@@ -30,7 +30,8 @@ from trainguard.slurm.runner import CommandError, LocalRunner
 
 pytestmark = [pytest.mark.e2e]
 
-BASE = Path(os.environ.get("TG_E2E_SLURM_DIR", "/tmp/tg-h1/e2e-slurm"))
+# Per port offset: checkouts running at once must not share pid files and state.
+BASE = Path(os.environ.get("TG_E2E_SLURM_DIR", f"/tmp/tg-h1/e2e-slurm-{PORT_OFFSET}"))
 CTLD_PORT = int(os.environ.get("TG_E2E_SLURM_PORT", "26817")) + PORT_OFFSET
 VERSIONS = ("22.05", "24.11")
 PORTS = {"22.05": CTLD_PORT, "24.11": CTLD_PORT + 40}
