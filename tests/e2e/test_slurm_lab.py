@@ -51,10 +51,10 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[LocalSlurmCluster]:
     lab = LocalSlurmCluster(
         base, ctld_port=port, node_port_base=port + 184, version=version, rest_port=port + 30
     )
-    if not lab.is_running() and base.exists():
-        shutil.rmtree(base)  # a fresh state dir: job ids start at 1, no leftovers
-    lab.start()
+    lab.stop()  # leftovers of an interrupted run, by their pid files (before those are removed)
+    shutil.rmtree(base, ignore_errors=True)  # a fresh state dir: job ids start at 1, no leftovers
     try:
+        lab.start()  # inside try: a start that fails half way must not leave daemons behind
         yield lab
     finally:
         lab.stop()
