@@ -34,7 +34,7 @@ from trainguard.models import (
     ObservationKind,
     ProgressState,
 )
-from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.runner import CommandError
 from trainguard.slurm.states import CANCELLED, COMPLETED, NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
 
@@ -58,7 +58,7 @@ class _Progress:
 class JobWatcher:
     def __init__(
         self,
-        client: SlurmClient,
+        client: SlurmAccess,
         cache: SnapshotCache,
         sources: SourceFactory,
         *,

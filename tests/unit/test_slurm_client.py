@@ -243,7 +243,7 @@ async def test_requeue_hold_waits_until_a_completing_job_says_how_it_ended() -> 
 async def test_requeue_hold_of_a_job_completing_too_long_is_retried_later(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("trainguard.slurm.client.COMPLETING_WAIT_S", 0.0)
+    monkeypatch.setattr("trainguard.slurm.access.COMPLETING_WAIT_S", 0.0)
     fake = FakeSlurm({"7": FakeJob(state="COMPLETING")})
     with pytest.raises(CommandError, match="still COMPLETING") as info:
         await SlurmClient(fake, "lab").requeue_hold("7", expected_restarts=0)
