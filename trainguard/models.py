@@ -278,6 +278,7 @@ class EventType(StrEnum):
     MONITORING_RESUMED = "monitoring_resumed"
     OPERATOR_DECISION = "operator_decision"
     NODE_DRAINED = "node_drained"
+    SETTINGS_CHANGED = "settings_changed"  # settings file/environment changed (worker restart, reload)
 
 
 class Level(StrEnum):

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         clip,
     )
     from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
+    from trainguard.runtime_config import describe_diff, diff_data, settings_diff, watchdog_guards
     from workflows.search_attributes import status_search_attributes
 
 # Audit writes must not be lost: retry until the store comes back (it may be down for minutes).
@@ -49,6 +50,9 @@ ACTION_RETRY = RetryPolicy(
 )
 WATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
+# workflow.patched ids (docs/upgrading.md): each guards a command-sequence change for running workflows.
+PATCH_SETTINGS = "workload-settings-reload"  # settings changes applied to a running workload
+PATCH_WATCHDOG_SCOPE = "watchdog-settings"  # watchdog.mode / acknowledge / environment_pattern read
 # Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
 # allocation is still tearing down under the new restart count.
 ALLOCATED = {"RUNNING", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
@@ -82,6 +86,7 @@ class JobRecoveryWorkflow:
         self.status_dirty = inp.carry is None
         self.last_search_attrs: tuple[object, ...] = ()
         self.iteration_before_watch: int | None = None
+        self.pending_settings: list[c.WorkloadSettings] = []
 
     # ---- handlers: change state, enqueue audit; no decisions -------------------------------------
     @workflow.query
@@ -98,6 +103,11 @@ class JobRecoveryWorkflow:
     async def set_cluster_mode(self, change: ModeChange) -> None:
         self._set_carry(cluster_mode=change.mode)
         self._mode_changed(change, scope="cluster")
+
+    @workflow.signal
+    async def apply_settings(self, update: c.WorkloadSettings) -> None:
+        # Applied by the run loop at a safe point (never between two steps of an action sequence).
+        self.pending_settings.append(update)
 
     @workflow.signal
     async def set_paused(self, req: PauseRequest) -> None:
@@ -121,9 +131,12 @@ class JobRecoveryWorkflow:
                 data={"environment": clip(inp.opt_in.environment, 200), "job_mode": inp.opt_in.mode.value},
             )
         while True:
+            self._apply_settings()
             await self._flush()
             if self.carry.status.paused:
-                await workflow.wait_condition(lambda: not self.carry.status.paused or bool(self.pending))
+                await workflow.wait_condition(
+                    lambda: not self.carry.status.paused or bool(self.pending) or bool(self.pending_settings)
+                )
                 continue
             obs = await self._watch()
             if obs is not None:
@@ -136,7 +149,8 @@ class JobRecoveryWorkflow:
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 await self._flush()
-                workflow.continue_as_new(inp.model_copy(update={"carry": self.carry}))
+                # The config travels too: settings applied at run time must survive continue-as-new.
+                workflow.continue_as_new(inp.model_copy(update={"carry": self.carry, "config": self.cfg}))
 
     # ---- watching -------------------------------------------------------------------------------------
     async def _watch(self) -> Observation | None:
@@ -162,8 +176,14 @@ class JobRecoveryWorkflow:
         )
         while not handle.done():
             await workflow.wait_condition(
-                lambda: handle.done() or bool(self.pending) or self.carry.status.paused
+                lambda: (
+                    handle.done()
+                    or bool(self.pending)
+                    or self.carry.status.paused
+                    or bool(self.pending_settings)
+                )
             )
+            self._apply_settings()  # safe point: only the watch runs, nothing acts on Slurm
             await self._flush()
             if self.carry.status.paused and not handle.done():
                 handle.cancel()
@@ -287,7 +307,8 @@ class JobRecoveryWorkflow:
         # Contain only a job Slurm itself requeued (e.g. after NODE_FAIL): it is pending and could start
         # again on the bad node before the exclusion is set. Releasing it unchanged is then exactly what
         # Slurm would have done without us, which is what the watchdog's fail-open must mean.
-        if acting and fatal and job is not None and job.state == "PENDING" and not job.held:
+        pending = job is not None and job.state == "PENDING" and not job.held
+        if acting and fatal and pending and job is not None and self._may_contain():
             held = await self._contain(attempt, job)
 
         decision = await self._decide_with_watchdog(findings, job, held, obs.usable_nodes)
@@ -328,7 +349,7 @@ class JobRecoveryWorkflow:
     ) -> tuple[Verdict, Advice] | None:
         started = workflow.time()
         try:
-            if self.cfg.watchdog_enabled:
+            if self._watchdog_guards():
                 return await asyncio.wait_for(
                     self._decide(findings, job, usable), self.cfg.decision_timeout_s
                 )
@@ -354,6 +375,9 @@ class JobRecoveryWorkflow:
             start_to_close_timeout=timedelta(seconds=self.cfg.decision_timeout_s),
             retry_policy=RetryPolicy(maximum_attempts=3),
         )
+        # Safe point: nothing acted yet for this failure; a rollback to observe that arrived during
+        # attribution makes this decision an advice only.
+        self._apply_settings()
         ctx = DecisionContext(
             workload_key=self.inp.workload.key,
             mode=self.mode,
@@ -558,6 +582,47 @@ class JobRecoveryWorkflow:
             heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
         )
+
+    # ---- settings that reach running workloads ----------------------------------------------------------
+    def _apply_settings(self) -> None:
+        """Apply settings changes signalled by ClusterWatch (worker restart / config reload), audited."""
+        if not self.pending_settings or not workflow.patched(PATCH_SETTINGS):
+            return
+        updates, self.pending_settings = self.pending_settings, []
+        for update in updates:
+            diff = settings_diff(self.cfg, update.config)
+            mode_before = self.mode
+            self.cfg = update.config
+            if update.cluster_mode is not None and update.cluster_mode != self.carry.cluster_mode:
+                diff = {"cluster_mode": (self.carry.cluster_mode.value, update.cluster_mode.value), **diff}
+                self._set_carry(cluster_mode=update.cluster_mode)
+            if not diff:
+                continue
+            self._event(
+                EventType.SETTINGS_CHANGED,
+                level=Level.WARNING if self.mode != mode_before else Level.INFO,
+                actor=Actor.SYSTEM,
+                message=clip(
+                    f"settings changed by {update.source}: {describe_diff(diff)}; "
+                    f"effective mode {mode_before.value} → {self.mode.value}"
+                ),
+                data={"source": clip(update.source, 100), "who": clip(update.who, 200), **diff_data(diff)},
+            )
+
+    def _may_contain(self) -> bool:
+        """Hold a job only where the watchdog is sure to release it: it guards this workload
+        (watchdog.enabled, watchdog.environment_pattern) and may act (watchdog.mode=action, acknowledged)."""
+        if self.cfg.watchdog_release and self._watchdog_guards():
+            return True
+        return not workflow.patched(PATCH_WATCHDOG_SCOPE)
+
+    def _watchdog_guards(self) -> bool:
+        """watchdog.enabled and watchdog.environment_pattern: is this workload's decision time-boxed?"""
+        if not self.cfg.watchdog_enabled:
+            return False
+        if watchdog_guards(self.cfg.watchdog_environment_pattern, self.inp.opt_in.environment):
+            return True
+        return not workflow.patched(PATCH_WATCHDOG_SCOPE)
 
     # ---- state helpers ------------------------------------------------------------------------------------
     @property
