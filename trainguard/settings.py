@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from trainguard.models import Mode
@@ -153,6 +153,13 @@ class Settings(BaseSettings):
     logs: LogSettings = LogSettings()
     metrics: MetricsSettings = MetricsSettings()
     api: APISettings = APISettings()
+
+    @model_validator(mode="after")
+    def _audit_in_state_dir(self) -> Settings:
+        # state_dir is where local state lives: the default SQLite audit store follows it.
+        if "url" not in self.audit.model_fields_set:
+            self.audit = AuditSettings(url=f"sqlite:///{Path(self.state_dir) / 'audit.db'}")
+        return self
 
     @classmethod
     def settings_customise_sources(

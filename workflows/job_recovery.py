@@ -50,7 +50,7 @@ ACTION_RETRY = RetryPolicy(
 )
 WATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
-# workflow.patched ids (docs/upgrading.md): each guards a command-sequence change for running workflows.
+# workflow.patched ids: each guards a command-sequence change for running workflows.
 PATCH_SETTINGS = "workload-settings-reload"  # settings changes applied to a running workload
 PATCH_WATCHDOG_SCOPE = "watchdog-settings"  # watchdog.mode / acknowledge / environment_pattern read
 # Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
