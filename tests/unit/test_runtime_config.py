@@ -33,7 +33,12 @@ def test_describe_is_bounded() -> None:
 
 @pytest.mark.parametrize(
     ("pattern", "environment", "guarded"),
-    [(".*", "anything", True), ("prod-.*", "prod-a", True), ("prod-.*", "dev", False), ("prod", "prod-a", False)],
+    [
+        (".*", "anything", True),
+        ("prod-.*", "prod-a", True),
+        ("prod-.*", "dev", False),
+        ("prod", "prod-a", False),
+    ],
 )
 def test_watchdog_environment_pattern(pattern: str, environment: str, guarded: bool) -> None:
     assert watchdog_guards(pattern, environment) is guarded
@@ -50,7 +55,9 @@ def test_watchdog_settings_reach_the_workflow_config(monkeypatch: pytest.MonkeyP
     assert recovery_config(load_settings()).watchdog_release is False
 
 
-def test_runbook_rollback_variable_changes_what_clusterwatch_compares(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runbook_rollback_variable_changes_what_clusterwatch_compares(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """`TRAINGUARD_CLUSTER__MODE=observe` in the env file overrides the YAML's action mode."""
     before = cluster_config(Settings(cluster={"mode": "action", "acknowledge_scheduler_actions": True}))
     monkeypatch.setenv("TRAINGUARD_CLUSTER__MODE", "observe")

@@ -44,9 +44,11 @@ def sources(root: Path = ROOT) -> dict[Path, str]:
 
 def class_names(model: type[BaseModel]) -> set[str]:
     skip = {Section, BaseModel}
-    return {c.__name__ for c in model.__mro__ if isinstance(c, type) and issubclass(c, BaseModel)} - {
-        c.__name__ for c in skip
-    } - {"BaseSettings"}
+    return (
+        {c.__name__ for c in model.__mro__ if isinstance(c, type) and issubclass(c, BaseModel)}
+        - {c.__name__ for c in skip}
+        - {"BaseSettings"}
+    )
 
 
 def is_read(key: str, owner: type[BaseModel], texts: dict[Path, str]) -> bool:

@@ -21,11 +21,13 @@ from sqlalchemy import Table, and_, case, event, func, insert, or_, select, upda
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine, RowMapping, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
-from sqlmodel import SQLModel, create_engine
+from sqlmodel import create_engine
 
+from trainguard.audit import migrate
+from trainguard.audit.migrate import MigrationReport
 from trainguard.audit.schemas import (
     DESIRED_STATE,
     MAX_PAGE,
@@ -36,7 +38,7 @@ from trainguard.audit.schemas import (
     EventPage,
     OperatorDecision,
 )
-from trainguard.audit.tables import ADVICE, ALL_TABLES, DECISIONS, EVENTS, KEY_LENGTH, WORKLOADS
+from trainguard.audit.tables import ADVICE, DECISIONS, EVENTS, KEY_LENGTH, WORKLOADS
 from trainguard.models import (
     Actor,
     Advice,
@@ -131,13 +133,10 @@ class AuditStore:
         store.create_tables()
         return store
 
-    def create_tables(self) -> None:
-        tables = list(ALL_TABLES)
-        try:
-            SQLModel.metadata.create_all(self._engine, tables=tables)
-        except OperationalError:
-            # Two processes starting together both saw the table missing; the loser finds it now.
-            SQLModel.metadata.create_all(self._engine, tables=tables)
+    def create_tables(self) -> MigrationReport:
+        """Create or upgrade the schema with the Alembic migrations (trainguard/audit/migrate.py), under a
+        lock, so several units starting at once against an empty database take turns."""
+        return migrate.upgrade(self._engine)
 
     def close(self) -> None:
         self._engine.dispose()
