@@ -279,6 +279,7 @@ class EventType(StrEnum):
     OPERATOR_DECISION = "operator_decision"
     NODE_DRAINED = "node_drained"
     SETTINGS_CHANGED = "settings_changed"  # settings file/environment changed (worker restart, reload)
+    AUDIT_PRUNED = "audit_pruned"  # audit rows past audit.retention_days deleted
 
 
 class Level(StrEnum):

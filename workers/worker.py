@@ -127,6 +127,22 @@ async def _apply_settings_at_start(client: Client, settings: Settings) -> None:
     log.error("could not apply settings to the cluster's workflow; run `trainguard config reload`")
 
 
+async def enforce_retention(store: AuditStore, settings: Settings) -> None:
+    """audit.retention_days: prune now and every audit.prune_interval_s (each prune is audited)."""
+    from trainguard.audit.retention import prune
+
+    while True:
+        try:
+            result = await asyncio.to_thread(
+                prune, store, older_than_s=settings.audit.retention_days * 86400, source="control worker"
+            )
+            if result.total:
+                log.info("audit retention: deleted %s", result.deleted)
+        except Exception as err:  # the store is down: try again next interval
+            log.warning("audit retention failed: %s", err)
+        await asyncio.sleep(settings.audit.prune_interval_s)
+
+
 async def ensure_cluster_watch(client: Client, settings: Settings, *, search_attributes: bool = True) -> None:
     """Start the cluster's ClusterWatch workflow unless it already runs (idempotent)."""
     await client.start_workflow(
@@ -282,6 +298,8 @@ async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster
     if start_cluster_watch and "control" in queues:
         # Settings changed in the file or environment reach running workloads (audited), not only new ones.
         rt.tasks.append(asyncio.create_task(_apply_settings_at_start(client, settings)))
+    if rt.store is not None and settings.audit.retention_days > 0:
+        rt.tasks.append(asyncio.create_task(enforce_retention(rt.store, settings)))
     stopper = asyncio.create_task(stop.wait())
     try:
         done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)

@@ -104,8 +104,10 @@ def _locked(engine: Engine) -> Iterator[Connection]:
                 conn.commit()
         return
     database = engine.url.database or ""
-    if engine.dialect.name == "sqlite" and database not in ("", ":memory:") and not database.startswith(
-        "file::memory:"
+    if (
+        engine.dialect.name == "sqlite"
+        and database not in ("", ":memory:")
+        and not database.startswith("file::memory:")
     ):
         lock_path = Path(database).expanduser().with_name(Path(database).name + ".migrate-lock")
         with lock_path.open("a") as handle:

@@ -15,8 +15,9 @@ def register(sub: Any) -> None:
         "config",
         help="apply changed settings to running workloads",
         description="`reload` reads the settings file and TRAINGUARD_* environment as a worker would and "
-        "sends them to the cluster's ClusterWatch workflow, which audits what changed (event settings_changed, "
-        "source 'config reload') and passes it to every running workload. A worker restart does the same.",
+        "sends them to the cluster's ClusterWatch workflow, which audits what changed (event "
+        "settings_changed, source 'config reload') and passes it to every running workload. A worker "
+        "restart does the same.",
     )
     p.add_argument("action", choices=["reload"])
     p.set_defaults(handler=_reload)
