@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, and_, case, event, func, insert, or_, select, update
+from sqlalchemy import Select, Table, and_, case, event, func, insert, or_, select, update
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine, RowMapping, make_url
@@ -189,32 +189,20 @@ class AuditStore:
         Keyset pagination stays stable while new events arrive, unlike offsets.
         """
         limit = max(1, min(limit, MAX_PAGE))
-        where: list[ColumnElement[bool]] = []
-        for column, value in (
-            (EVENTS.c.workload_key, workload_key),
-            (EVENTS.c.job_id, job_id),
-            (EVENTS.c.attempt, attempt),
-            (EVENTS.c.event_type, _enum_str(event_type)),
-            (EVENTS.c.level, _enum_str(level)),
-            (EVENTS.c.actor, _enum_str(actor)),
-            (EVENTS.c.cluster, cluster),
-        ):
-            if value is not None:
-                where.append(column == value)
-        if since is not None:
-            where.append(EVENTS.c.ts >= since)
-        if until is not None:
-            where.append(EVENTS.c.ts < until)
-        if cursor:
-            c_ts, c_id = decode_cursor(cursor, descending)
-            if descending:
-                where.append(or_(EVENTS.c.ts < c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id < c_id)))
-            else:
-                where.append(or_(EVENTS.c.ts > c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id > c_id)))
-        order = (
-            (EVENTS.c.ts.desc(), EVENTS.c.id.desc()) if descending else (EVENTS.c.ts.asc(), EVENTS.c.id.asc())
+        stmt = events_query(
+            workload_key=workload_key,
+            job_id=job_id,
+            attempt=attempt,
+            event_type=event_type,
+            level=level,
+            actor=actor,
+            cluster=cluster,
+            since=since,
+            until=until,
+            descending=descending,
+            cursor=cursor,
+            limit=limit,
         )
-        stmt = select(EVENTS).where(*where).order_by(*order).limit(limit + 1)
         with self._engine.connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         items = [_event_out(r) for r in rows[:limit]]
@@ -560,6 +548,51 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA busy_timeout=30000")
     finally:
         cursor.close()
+
+
+def events_query(
+    *,
+    workload_key: str | None = None,
+    job_id: str | None = None,
+    attempt: int | None = None,
+    event_type: EventType | str | None = None,
+    level: Level | str | None = None,
+    actor: Actor | str | None = None,
+    cluster: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    descending: bool = False,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> Select[Any]:
+    """The statement behind `AuditStore.list_events` (one page + 1 row), also EXPLAINed by
+    bench/audit_indexes.py and tests/unit/test_audit_indexes.py to prove each filter uses its index."""
+    where: list[ColumnElement[bool]] = []
+    for column, value in (
+        (EVENTS.c.workload_key, workload_key),
+        (EVENTS.c.job_id, job_id),
+        (EVENTS.c.attempt, attempt),
+        (EVENTS.c.event_type, _enum_str(event_type)),
+        (EVENTS.c.level, _enum_str(level)),
+        (EVENTS.c.actor, _enum_str(actor)),
+        (EVENTS.c.cluster, cluster),
+    ):
+        if value is not None:
+            where.append(column == value)
+    if since is not None:
+        where.append(EVENTS.c.ts >= since)
+    if until is not None:
+        where.append(EVENTS.c.ts < until)
+    if cursor:
+        c_ts, c_id = decode_cursor(cursor, descending)
+        if descending:
+            where.append(or_(EVENTS.c.ts < c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id < c_id)))
+        else:
+            where.append(or_(EVENTS.c.ts > c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id > c_id)))
+    order = (
+        (EVENTS.c.ts.desc(), EVENTS.c.id.desc()) if descending else (EVENTS.c.ts.asc(), EVENTS.c.id.asc())
+    )
+    return select(EVENTS).where(*where).order_by(*order).limit(limit + 1)
 
 
 def _enum_str(value: object) -> str | None:
