@@ -160,6 +160,11 @@ class ClusterWatchWorkflow:
             info = workflow.info()
             if info.is_continue_as_new_suggested() or info.get_current_history_length() > 1000:
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                # Audit events enqueued meanwhile (malformed comments, a settings change) are not carried
+                # by continue-as-new: store them first.
+                while self.pending and workflow.patched("cluster-watch-drain-before-can"):
+                    await self._flush()
+                    await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.changes and not self.stop_requested and not self.settings_out:
                     workflow.continue_as_new(
                         self.inp.model_copy(update={"mode": self.mode, "configured": self.configured})

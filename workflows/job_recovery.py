@@ -53,6 +53,7 @@ TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
 # workflow.patched ids: each guards a command-sequence change for running workflows.
 PATCH_SETTINGS = "workload-settings-reload"  # settings changes applied to a running workload
 PATCH_WATCHDOG_SCOPE = "watchdog-settings"  # watchdog.mode / acknowledge / environment_pattern read
+PATCH_DRAIN = "drain-audit-before-close"  # events a handler enqueued during the final flush are stored
 # Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
 # allocation is still tearing down under the new restart count.
 ALLOCATED = {"RUNNING", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
@@ -143,12 +144,10 @@ class JobRecoveryWorkflow:
                 await self._on_observation(obs)
             await self._flush()
             if self.carry.status.state in TERMINAL:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                await self._flush()
+                await self._drain()
                 return self.carry.status
             if self._should_continue_as_new():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                await self._flush()
+                await self._drain()
                 # The config travels too: settings applied at run time must survive continue-as-new.
                 workflow.continue_as_new(inp.model_copy(update={"carry": self.carry, "config": self.cfg}))
 
@@ -582,6 +581,15 @@ class JobRecoveryWorkflow:
             heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
         )
+
+    async def _drain(self) -> None:
+        """Before completion or continue-as-new: every handler finished and nothing left to store. A
+        signal can land while the final flush runs (its event would be dropped): flush again."""
+        while True:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            await self._flush()
+            if not self.pending or not workflow.patched(PATCH_DRAIN):
+                return
 
     # ---- settings that reach running workloads ----------------------------------------------------------
     def _apply_settings(self) -> None:
