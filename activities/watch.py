@@ -33,20 +33,11 @@ from trainguard.models import (
     ProgressState,
 )
 from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.states import COMPLETED, NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
-FINISHED = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
+FINISHED = TERMINAL_STATES
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 GpuProbe = Callable[[Sequence[str]], Awaitable[list[Finding]]]
 
@@ -92,6 +83,11 @@ class JobWatcher:
         single = await self.client.job(inp.workload.job_id)
         if single is not None and matches_workload(inp.workload, single, known):
             return single
+        if single is None and inp.workload.job_id.isdigit():
+            # slurmctld forgot it (MinJobAge): slurmdbd may still know how it ended.
+            finished = await self.client.finished_job(inp.workload.job_id)
+            if finished is not None and matches_workload(inp.workload, finished, known):
+                return finished
         return None
 
     async def watch(self, inp: c.WatchInput, heartbeat: Callable[..., None]) -> c.WatchResult:
@@ -155,7 +151,7 @@ class JobWatcher:
                     )
                     if not phase.failure_handled:
                         self._collect(state, found, now, inp.settle_s)
-            if not phase.failure_handled and job.state == "RUNNING":
+            if not phase.failure_handled and job.state == RUNNING:
                 hang = analyzer.check_hang(now)
                 if hang is not None:
                     self._collect(state, [hang], now, 0.0)
@@ -165,7 +161,7 @@ class JobWatcher:
             if (
                 self.gpu_probe is not None
                 and not phase.failure_handled
-                and job.state == "RUNNING"
+                and job.state == RUNNING
                 and job.nodes
                 and now - last_gpu_probe >= self.gpu_interval_s
             ):
@@ -174,7 +170,7 @@ class JobWatcher:
                 self._collect(state, [f for f in gpu if f.fatal], now, inp.settle_s)
 
             new_progress = analyzer.progress_lines > progress_before
-            if job.state == "COMPLETED" and job.restart_count >= phase.attempt_restarts:
+            if job.state == COMPLETED and job.restart_count >= phase.attempt_restarts:
                 # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)
@@ -182,7 +178,7 @@ class JobWatcher:
                 fatal = any(f.fatal for f in state.findings)
                 return result(ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER, job)
             if state.settle_until is None:
-                if phase.awaiting_progress and new_progress and job.state == "RUNNING":
+                if phase.awaiting_progress and new_progress and job.state == RUNNING:
                     return result(ObservationKind.PROGRESS, job)
                 if prev is not None and _changed(prev, job):
                     return result(ObservationKind.STATE_CHANGE, job)
@@ -224,7 +220,7 @@ class JobWatcher:
             state.findings.extend(relevant[:room])
 
 
-UNUSABLE = ("down", "drain", "fail", "not_responding", "maint", "future", "reboot")
+UNUSABLE = NODE_UNUSABLE_WORDS
 
 
 def _usable_nodes(nodes: dict[str, NodeSnapshot]) -> tuple[str, ...]:

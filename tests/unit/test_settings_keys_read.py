@@ -5,7 +5,9 @@ documented, set by the Helm chart, and read by nothing).
 A key counts as read when the production code (trainguard/, workflows/, activities/, workers/; not the
 declarations themselves) accesses it as an attribute: `<anything>.<section>.<key>` (for example
 `settings.watchdog.mode`), or `.<key>` in a module that names the key's settings class or one of its bases
-(a function typed `logs: LogSettings` reading `logs.backend`). Keys read dynamically are listed in
+(a function typed `logs: LogSettings` reading `logs.backend`), or, for a key of a nested section, `.<key>`
+in a module that accesses that section (`cfg = settings.api.trusted_header` ... `cfg.default_role`).
+Keys read dynamically are listed in
 DYNAMIC with the reason.
 """
 
@@ -57,10 +59,15 @@ def is_read(key: str, owner: type[BaseModel], texts: dict[Path, str]) -> bool:
     qualified = re.compile(rf"\b{re.escape('.'.join(parts[-2:]))}\b") if len(parts) > 1 else None
     bare = re.compile(rf"\.{re.escape(leaf)}\b")
     names = class_names(owner)
+    # a nested section's key (api.trusted_header.default_role) may be read off a local alias of the
+    # section (`cfg = settings.api.trusted_header`): the section's attribute access counts as its mention.
+    parent = re.compile(rf"\.{re.escape(parts[-2])}\b") if len(parts) > 2 else None
     for text in texts.values():
         if qualified is not None and qualified.search(text):
             return True
         if bare.search(text) and any(re.search(rf"\b{n}\b", text) for n in names):
+            return True
+        if parent is not None and bare.search(text) and parent.search(text):
             return True
     return False
 

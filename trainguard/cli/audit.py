@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
 def _store(args: argparse.Namespace) -> AuditStore:
     from trainguard.cli import settings_from
 
-    return AuditStore.from_url(settings_from(args).audit.url)
+    return AuditStore.open_existing(settings_from(args).audit.url)
 
 
 def _fmt_ts(ts: float) -> str:
@@ -146,7 +146,7 @@ def _prune(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"trainguard: {err}", file=sys.stderr)
         return 2
-    store = AuditStore.from_url(settings.audit.url)
+    store = AuditStore.open_existing(settings.audit.url)
     try:
         result = prune(store, older_than_s=age, source="trainguard audit prune")
     finally:
