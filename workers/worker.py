@@ -294,7 +294,7 @@ async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    running = rt.start()
+    running = list(rt.start())  # the workers only: background tasks below may finish on their own
     if start_cluster_watch and "control" in queues:
         # Settings changed in the file or environment reach running workloads (audited), not only new ones.
         rt.tasks.append(asyncio.create_task(_apply_settings_at_start(client, settings)))

@@ -7,6 +7,9 @@ requeue, no hold, no exclusion. The change is audited with its source, for the c
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
 
 from tests.e2e.crash_stack import crash_stack, is_held, save_history
@@ -56,6 +59,23 @@ async def test_rollback_by_environment_and_restart_reaches_a_running_job() -> No
         advice = [e for e in events if e.event_type == EventType.ADVICE]
         assert advice and all(e.mode == "observe" for e in advice), advice
         assert not [e for e in events if e.event_type == EventType.ACTION]
+        # `trainguard config reload` applies the file + environment without a restart, audited as such
+        env = {**os.environ, **stack.worker.env, "TRAINGUARD_CLUSTER__MODE": "observe"}
+        env["TRAINGUARD_POLICY__RETRY_BUDGET"] = "2"
+        reload = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "trainguard", "--config", str(stack.worker.config), "config", "reload"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert reload.returncode == 0, reload.stderr
+        assert "recovery.policy.retry_budget 5 → 2" in reload.stdout, reload.stdout
+        page = stack.store.list_events(event_type=EventType.SETTINGS_CHANGED, cluster="crash", limit=100)
+        sources = [e.data.get("source") for e in page.items if e.workload_key == ""]
+        assert sources == ["worker restart", "config reload"], sources
+        assert stack.worker.deaths == [], stack.worker.deaths  # one deliberate restart, no crash loop
         await save_history(stack.handle(job), "settings_rollback_observe")
         await save_history(
             stack.client.get_workflow_handle("trainguard-cluster-crash"), "cluster_watch_settings_reload"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 from typing import Any
 
@@ -34,6 +35,11 @@ def _reload(args: argparse.Namespace) -> int:
         except Exception as err:  # Temporal unreachable or the cluster's workflow not running
             print(f"trainguard: settings not applied: {str(err)[:300]}", file=sys.stderr)
             return 1
+        finally:
+            # A Temporal client still alive at interpreter exit can abort the process (PyGILState_Release
+            # during finalization, about half the runs here): release it while the loop still runs.
+            del client
+            gc.collect()
         if applied.changed:
             print(f"cluster {settings.cluster.name}: settings changed: {applied.summary}")
         else:
