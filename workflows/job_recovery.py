@@ -55,6 +55,7 @@ TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
 PATCH_SETTINGS = "workload-settings-reload"  # settings changes applied to a running workload
 PATCH_WATCHDOG_SCOPE = "watchdog-settings"  # watchdog.mode / acknowledge / environment_pattern read
 PATCH_DRAIN = "drain-audit-before-close"  # events a handler enqueued during the final flush are stored
+PATCH_STOP_ON_OBSERVE = "observe-mid-recovery-stops"  # a switch to observe mid-sequence skips the rest
 # Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
 # allocation is still tearing down under the new restart count.
 ALLOCATED = ALLOCATED_STATES
@@ -108,7 +109,7 @@ class JobRecoveryWorkflow:
 
     @workflow.signal
     async def apply_settings(self, update: c.WorkloadSettings) -> None:
-        # Applied by the run loop at a safe point (never between two steps of an action sequence).
+        # Applied by the run loop at a safe point; between two steps of an action sequence only to stop it.
         self.pending_settings.append(update)
 
     @workflow.signal
@@ -486,7 +487,10 @@ class JobRecoveryWorkflow:
             if not held and await self._action(c.REQUEUE_HOLD, advice.advice_id, attempt) is None:
                 return
             self._set_status(state=WorkloadState.RECOVERING, excluded_nodes=advice.exclude_nodes)
-            if advice.exclude_nodes:
+            stop = self._switched_to_observe(advice)
+            if stop:
+                self._set_status(excluded_nodes=())
+            elif advice.exclude_nodes:
                 await self._action(c.SET_EXCLUDED, advice.advice_id, attempt, nodes=advice.exclude_nodes)
             released = await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
             now = workflow.time()
@@ -617,6 +621,26 @@ class JobRecoveryWorkflow:
                 ),
                 data={"source": clip(update.source, 100), "who": clip(update.who, 200), **diff_data(diff)},
             )
+
+    def _switched_to_observe(self, advice: Advice) -> bool:
+        """Between requeue-hold and the exclusion: if the workload left action mode meanwhile (operator,
+        cluster mode, settings reload), skip the remaining steps; the caller still releases the job
+        TrainGuard holds, unchanged (fail-open: Slurm runs it as it would have without us)."""
+        self._apply_settings()  # the sequence stops here if they say observe
+        if self.mode == Mode.ACTION and self.cfg.acknowledged:
+            return False
+        if not workflow.patched(PATCH_STOP_ON_OBSERVE):
+            return False
+        self._event(
+            EventType.ACTION,
+            level=Level.WARNING,
+            actor=Actor.SYSTEM,
+            action="recovery_stopped",
+            message=f"switched to {self.mode.value} mode mid-recovery: exclusion skipped; "
+            "releasing the job TrainGuard held, unchanged",
+            data={"advice_id": advice.advice_id},
+        )
+        return True
 
     def _may_contain(self) -> bool:
         """Hold a job only where the watchdog is sure to release it: it guards this workload

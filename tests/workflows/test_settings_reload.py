@@ -14,7 +14,7 @@ from temporalio.worker import Replayer, Worker
 from tests.workflows.fakes import XID, FakeActivities, job, obs
 from tests.workflows.test_job_recovery import make_input
 from trainguard import contracts as c
-from trainguard.models import EventType, Mode, ObservationKind, WorkloadState
+from trainguard.models import ActionResult, EventType, Mode, ObservationKind, WorkloadState
 from workflows.job_recovery import JobRecoveryWorkflow
 
 K = ObservationKind
@@ -161,3 +161,45 @@ async def test_watchdog_environment_pattern_scopes_the_watchdog(env: WorkflowEnv
     assert "advice:hold" not in fakes.calls
     # no containment hold: the requeue advice requeues itself (requeue_hold, exclude, release)
     assert fakes.scheduler_calls == ["requeue_hold", "exclude", "release"]
+
+
+@dataclass
+class SlowRequeue(GatedActivities):
+    """requeue_hold holds until the test switches the workload's mode, then completes (job held)."""
+
+    in_requeue: asyncio.Event = field(default_factory=asyncio.Event)
+    requeue_gate: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @activity.defn(name=c.REQUEUE_HOLD)
+    async def requeue_hold(self, inp: c.JobActionInput) -> ActionResult:
+        self.in_requeue.set()
+        await self.requeue_gate.wait()
+        return await super().requeue_hold(inp)
+
+
+async def test_switch_to_observe_mid_recovery_stops_the_steps_and_releases_our_hold(
+    env: WorkflowEnvironment,
+) -> None:
+    """The rollback lands between requeue-hold and the exclusion: no exclusion, the job TrainGuard holds
+    is released unchanged, and the stop is audited."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = SlowRequeue(script=[obs(K.FAILURE, job("FAILED"), XID), obs(K.GONE, job("PENDING", restarts=1))])
+    fakes.gate.set()  # the watch reports the failure at once
+    inp = make_input(queue, mode=Mode.ACTION)
+    async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
+        handle = await env.client.start_workflow(
+            JobRecoveryWorkflow.run, inp, id=f"wf-{uuid.uuid4()}", task_queue=queue
+        )
+        await asyncio.wait_for(fakes.in_requeue.wait(), 30)
+        update = c.WorkloadSettings(config=inp.config, cluster_mode=Mode.OBSERVE, source="config reload")
+        await handle.signal(JobRecoveryWorkflow.apply_settings, update)
+        await asyncio.sleep(0.5)  # the signal is delivered while requeue_hold is in flight
+        fakes.requeue_gate.set()
+        await handle.result()
+        history = await handle.fetch_history()
+    assert fakes.scheduler_calls == ["requeue_hold", "release"], fakes.scheduler_calls
+    assert any("recovery_stopped" in m or "mid-recovery" in m for m in fakes.messages), fakes.messages
+    assert EventType.SETTINGS_CHANGED in fakes.events
+    await Replayer(workflows=[JobRecoveryWorkflow], data_converter=env.client.data_converter).replay_workflow(
+        history
+    )
