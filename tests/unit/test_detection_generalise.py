@@ -10,10 +10,10 @@ from trainguard.detection.classify import classify_text
 CASES = [
     (
         "device-side assertion without the summary line",
-        "[rank2]: /pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [215,0,0], "
-        "thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
-        "[rank2]: /pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [215,0,0], "
-        "thread: [65,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n",
+        "[rank2]: /pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: "
+        "block: [215,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+        "[rank2]: /pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: "
+        "block: [215,0,0], thread: [65,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n",
         ("cuda_illegal_access", "application"),
     ),
     (
@@ -53,8 +53,10 @@ CASES = [
     (
         "a watchdog timeout decided by PyTorch's collective-mismatch check",
         "[rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: "
-        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600051 milliseconds before timing out.\n"
-        "[rank1]: RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600051 milliseconds "
+        "before timing out.\n"
+        "[rank1]: RuntimeError: Detected mismatch between collectives on ranks. "
+        "Rank 1 is running collective: "
         "CollectiveFingerPrint(SequenceNumber=7, OpType=BROADCAST)\n",
         ("nccl_timeout", "application"),
     ),
@@ -62,7 +64,8 @@ CASES = [
         "a watchdog timeout decided by a preceding network error",
         "node3:1:2 [0] NCCL WARN NET/IB : Got completion from peer node4<1234> with error 12, opcode 0\n"
         "[rank3]:[E ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation timeout: "
-        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600051 milliseconds before timing out.\n",
+        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600051 milliseconds "
+        "before timing out.\n",
         ("interconnect", "infrastructure"),
     ),
     (

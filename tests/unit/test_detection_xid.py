@@ -66,6 +66,16 @@ def test_published_buckets_become_the_expected_class(code: int, klass: str) -> N
     assert classify_xid(code).klass.name == klass
 
 
+def test_nvlink5_xids_that_say_nonfatal_are_informational() -> None:
+    line = "NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008)"
+    assert classify_xid(145, line).klass.name == "informational"
+    assert not classify_text(line + "\n").fatal
+    assert (
+        classify_xid(145, "NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Fatal XC0 i0 Link 13").klass.name
+        == "hardware"
+    )
+
+
 def test_caused_by_previous_xid_is_a_cascade() -> None:
     assert classify_xid(13, "Xid 13 ... (caused by previous Xid)").klass.name == "cascade"
 
