@@ -181,3 +181,27 @@ def test_noise_around_a_fatal_line_never_changes_its_nodes(
     expected = attribute(alone.feed((fatal + "\n").encode(), now=1.0), job)
     assert verdict.fatal and verdict.nodes == expected.nodes == nodes
     assert verdict.category == expected.category
+
+
+@pytest.mark.parametrize(
+    ("line", "node"),
+    [
+        (
+            "(pid=9) 2024-05-11 14:10:52.227 gpu-12:2657:2658 [0] alloc.h:102 NCCL WARN Cuda failure 1",
+            "gpu-12",
+        ),
+        (
+            "[g07r1n14:27251:0:27251] ib_mlx5_log.c:143  Transport retry count exceeded on mlx5_0:1/IB",
+            "g07r1n14",
+        ),
+        (
+            "[1506866470.74] [clx-065:1411 :0]  dc_verbs.c:633  UCX  ERROR Send completion with error",
+            "clx-065",
+        ),
+        ("srun: error: nid04277: task 1: Segmentation fault (core dumped)", "nid04277"),
+    ],
+)
+def test_hosts_inside_library_prefixes(line: str, node: str) -> None:
+    from trainguard.detection.locate import locate
+
+    assert locate(line).nodes == (node,)
