@@ -48,6 +48,7 @@ ACTION_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5), backoff_coefficient=2.0
 )
 WATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+WATCHED_LIMIT = 20  # watched findings kept per attempt (they travel in every watch input)
 TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
 # Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
 # allocation is still tearing down under the new restart count.
@@ -153,6 +154,7 @@ class JobRecoveryWorkflow:
                 poll_interval_s=self.cfg.poll_interval_s,
                 settle_s=self.cfg.settle_s,
                 last_job=carry.last_job,
+                context=carry.watched,
             ),
             result_type=c.WatchResult,
             task_queue=self.cfg.cluster_queue,
@@ -204,6 +206,7 @@ class JobRecoveryWorkflow:
                 )
                 # The new attempt's rhythm starts now: startup and checkpoint loading are not a hang.
                 self._set_carry(
+                    watched=(),
                     progress=self.carry.progress.model_copy(update={"last_progress_at": None}),
                     phase=c.Phase(
                         attempt_restarts=job.restart_count,
@@ -294,6 +297,12 @@ class JobRecoveryWorkflow:
         if decision is None:
             return  # watchdog released the job unchanged; keep watching this attempt's cascades out
         verdict, advice = decision
+        if not verdict.fatal and job is not None and job.state == "RUNNING":
+            # Recorded and watched: keep the evidence for the attribution if this attempt stops later.
+            kept = (*self.carry.watched, *(f for f in findings if f.fatal and f not in self.carry.watched))
+            self._set_carry(watched=kept[-WATCHED_LIMIT:])
+        elif verdict.fatal and self.carry.watched:
+            self._set_carry(watched=())
         self._set_status(
             last_category=verdict.category.value,
             last_attribution=verdict.attribution.value,
@@ -453,7 +462,10 @@ class JobRecoveryWorkflow:
         attempt = self.carry.phase.attempt_restarts
         handled = self.carry.phase.model_copy(update={"failure_handled": True, "fault_at": first_signal})
         if not advice.execute:
-            self._set_carry(phase=handled)
+            # A verdict that is not fatal (recorded and watched) leaves the attempt watched: a real failure
+            # of the same attempt must still be seen.
+            watched = not advice.verdict.fatal and workflow.patched("keep-watching-after-record-only")
+            self._set_carry(phase=self.carry.phase if watched else handled)
             if held:  # a decision not to act releases our containment hold unchanged
                 await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
             terminal = job is not None and job.state not in ("RUNNING", "PENDING", "COMPLETING")
