@@ -13,6 +13,7 @@ from activities.heartbeat import heartbeating
 from trainguard import contracts as c
 from trainguard import failpoints, telemetry
 from trainguard.attribution.rules import attribute
+from trainguard.detection.severity import job_is_running
 from trainguard.audit.store import AuditStore
 from trainguard.models import AuditEventIn, EventType, Verdict
 from trainguard.settings import AttributionSettings
@@ -30,6 +31,9 @@ class ControlActivities:
     @activity.defn(name=c.ATTRIBUTE)
     async def attribute(self, inp: c.AttributeInput) -> Verdict:
         verdict = attribute(inp.findings, inp.job)
+        if job_is_running(inp.job) and not verdict.fatal:
+            # Safety clause 2: no evidence shows the running job failing; no service may make it fatal.
+            return verdict
         if self.attribution.external_url:
             from trainguard.attribution.external import ExternalRequest, external_attribution
 
