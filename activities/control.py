@@ -13,8 +13,8 @@ from activities.heartbeat import heartbeating
 from trainguard import contracts as c
 from trainguard import failpoints, telemetry
 from trainguard.attribution.rules import attribute
-from trainguard.detection.severity import job_is_running
 from trainguard.audit.store import AuditStore
+from trainguard.detection.severity import job_is_running
 from trainguard.models import AuditEventIn, EventType, Verdict
 from trainguard.settings import AttributionSettings
 from workflows.search_attributes import CLUSTER
