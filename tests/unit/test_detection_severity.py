@@ -238,3 +238,10 @@ def test_every_verdict_carries_a_confidence_between_zero_and_one() -> None:
     for text in ("", "RuntimeError: CUDA error: out of memory\n", f"node2: {XID79}\n", "Killed\n"):
         r = classify_text(text)
         assert 0.0 < r.confidence <= 1.0
+
+
+def test_a_healthy_verdict_over_unexplained_error_text_claims_less() -> None:
+    clean = classify_text(" iteration 10/100 | elapsed time per iteration (ms): 410.0 | lm loss: 2.1\n")
+    murky = classify_text('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n')
+    assert not clean.fatal and not murky.fatal
+    assert murky.confidence <= 0.5 < clean.confidence

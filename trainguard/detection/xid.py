@@ -58,7 +58,9 @@ CLASSES: dict[str, XidClass] = {
     "application": XidClass(
         "application", Category.CUDA_ILLEGAL_ACCESS, Attribution.APPLICATION, True, False, 2
     ),
-    "contained": XidClass("contained", Category.GPU_HARDWARE, Attribution.SYSTEM_SOFTWARE, True, False, 2),
+    # A contained memory error is the GPU's (hardware), but specific, not a platform verdict: it does not
+    # touch a running job by itself, and the GPU stays usable after the application restarts.
+    "contained": XidClass("contained", Category.GPU_HARDWARE, Attribution.HARDWARE, True, False, 2),
     "cascade": XidClass("cascade", Category.GPU_HARDWARE, Attribution.HARDWARE, True, True, 3),
     "informational": XidClass("informational", Category.GPU_HARDWARE, Attribution.HARDWARE, False, False, 1),
 }
