@@ -34,20 +34,11 @@ from trainguard.models import (
     ProgressState,
 )
 from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.states import COMPLETED, NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
-FINISHED = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
+FINISHED = TERMINAL_STATES
 # A crashing job usually leaves RUNNING within seconds of its first error line; wait this long for Slurm
 # to say so before reporting evidence that alone may not touch a running job (it is then recorded and
 # watched), so a real crash is attributed with its log evidence and Slurm's exit together.
@@ -98,6 +89,11 @@ class JobWatcher:
         single = await self.client.job(inp.workload.job_id)
         if single is not None and matches_workload(inp.workload, single, known):
             return single
+        if single is None and inp.workload.job_id.isdigit():
+            # slurmctld forgot it (MinJobAge): slurmdbd may still know how it ended.
+            finished = await self.client.finished_job(inp.workload.job_id)
+            if finished is not None and matches_workload(inp.workload, finished, known):
+                return finished
         return None
 
     async def watch(self, inp: c.WatchInput, heartbeat: Callable[..., None]) -> c.WatchResult:
@@ -161,7 +157,7 @@ class JobWatcher:
                     )
                     if not phase.failure_handled:
                         self._collect(state, found, now, inp.settle_s)
-            if not phase.failure_handled and job.state == "RUNNING":
+            if not phase.failure_handled and job.state == RUNNING:
                 hang = analyzer.check_hang(now)
                 if hang is not None:
                     self._collect(state, [hang], now, 0.0)
@@ -171,7 +167,7 @@ class JobWatcher:
             if (
                 self.gpu_probe is not None
                 and not phase.failure_handled
-                and job.state == "RUNNING"
+                and job.state == RUNNING
                 and job.nodes
                 and now - last_gpu_probe >= self.gpu_interval_s
             ):
@@ -180,7 +176,7 @@ class JobWatcher:
                 self._collect(state, [f for f in gpu if f.fatal], now, inp.settle_s)
 
             new_progress = analyzer.progress_lines > progress_before
-            if job.state == "COMPLETED" and job.restart_count >= phase.attempt_restarts:
+            if job.state == COMPLETED and job.restart_count >= phase.attempt_restarts:
                 # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)
@@ -191,13 +187,13 @@ class JobWatcher:
             ):
                 fatal = any(f.fatal for f in state.findings)
                 kind = ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER
-                if kind == ObservationKind.FAILURE and inp.context and job.state != "RUNNING":
+                if kind == ObservationKind.FAILURE and inp.context and job.state != RUNNING:
                     # The job stopped: what was watched while it ran is part of the story.
                     known = set(state.findings)
                     state.findings[:0] = [f for f in inp.context if f not in known][:MAX_CONTEXT]
                 return result(kind, job)
             if state.settle_until is None:
-                if phase.awaiting_progress and new_progress and job.state == "RUNNING":
+                if phase.awaiting_progress and new_progress and job.state == RUNNING:
                     return result(ObservationKind.PROGRESS, job)
                 if prev is not None and _changed(prev, job):
                     return result(ObservationKind.STATE_CHANGE, job)
@@ -241,14 +237,14 @@ class JobWatcher:
 
 def _await_exit(state: _Progress, job: JobSnapshot, now: float) -> bool:
     """Keep watching a RUNNING job whose evidence does not show it failing, for a grace period."""
-    if job.state != "RUNNING" or state.first_signal_at is None:
+    if job.state != RUNNING or state.first_signal_at is None:
         return False
     if any(f.category.value == "straggler" or shows_running_job_failing(f, job) for f in state.findings):
         return False
     return now < state.first_signal_at + RUNNING_GRACE_S
 
 
-UNUSABLE = ("down", "drain", "fail", "not_responding", "maint", "future", "reboot")
+UNUSABLE = NODE_UNUSABLE_WORDS
 
 
 def _usable_nodes(nodes: dict[str, NodeSnapshot]) -> tuple[str, ...]:

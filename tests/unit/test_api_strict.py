@@ -71,9 +71,9 @@ def test_real_booleans_are_accepted(store: AuditStore, seeded: list[WorkloadId],
 @pytest.mark.parametrize(
     ("path", "body"),
     [
-        ("/mode", {"mode": "action", "who": 7}),
+        ("/mode", {"mode": "action", "reason": 7}),
         ("/mode", {"mode": "action", "reason": ["x"]}),
-        ("/paused", {"paused": True, "who": 1}),
+        ("/paused", {"paused": True, "reason": 1}),
     ],
 )
 def test_text_fields_must_be_strings(
@@ -110,7 +110,7 @@ def test_the_api_itself_writes_no_second_row_for_a_workload_mode_change(
     observed = seeded[1]
     before = len(_mode_rows(store))
     resp = client_for(store, WorkflowsWriteNothing(store)).put(
-        path_of(observed) + "/mode", json={"mode": "action", "who": "ana"}, headers=AUTH
+        path_of(observed) + "/mode", json={"mode": "action"}, headers=AUTH
     )
     assert resp.status_code == 200
     assert len(_mode_rows(store)) == before
@@ -119,16 +119,16 @@ def test_the_api_itself_writes_no_second_row_for_a_workload_mode_change(
 def test_one_workload_mode_change_one_row(store: AuditStore, seeded: list[WorkloadId]) -> None:
     observed = seeded[1]
     resp = client_for(store, StoreTemporalControl(store)).put(
-        path_of(observed) + "/mode", json={"mode": "action", "who": "ana", "reason": "trusted"}, headers=AUTH
+        path_of(observed) + "/mode", json={"mode": "action", "reason": "trusted"}, headers=AUTH
     )
     assert resp.status_code == 200
     rows = _mode_rows(store, workload_key=observed.key)
-    assert len(rows) == 1 and rows[0].actor == "operator" and rows[0].data["who"] == "ana"
+    assert len(rows) == 1 and rows[0].actor == "operator" and rows[0].data["who"] == "api-token"
 
 
 def test_one_cluster_mode_change_one_operator_row(store: AuditStore, seeded: list[WorkloadId]) -> None:
     resp = client_for(store, StoreTemporalControl(store)).put(
-        "/api/v1/clusters/lab/mode", json={"mode": "observe", "who": "bo"}, headers=AUTH
+        "/api/v1/clusters/lab/mode", json={"mode": "observe"}, headers=AUTH
     )
     assert resp.status_code == 200
     operator_rows = [e for e in _mode_rows(store, cluster="lab") if e.actor == "operator"]
