@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         WorkloadState,
         WorkloadStatus,
         clip,
+        mode_change_text,
     )
     from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
     from trainguard.slurm.states import ALLOCATED_STATES, COMPLETING, PENDING, RUNNING
@@ -595,14 +596,15 @@ class JobRecoveryWorkflow:
     def _mode_changed(self, change: ModeChange, *, scope: str) -> None:
         # A cluster-wide change is one operator action with one operator row (the API's); each workload
         # records what it did to its own effective mode as the system.
+        data: dict[str, str | int | float | bool | None] = {"who": clip(change.who, 200), "scope": scope}
+        if change.role:
+            data.update(role=clip(change.role, 50), via=clip(change.via, 50), source="api")
         self._event(
             EventType.MODE_CHANGED,
             actor=change.actor if scope == "workload" else Actor.SYSTEM,
             mode=self.mode.value,
-            message=clip(
-                f"{scope} mode set to {change.mode.value}; effective {self.mode.value}. {change.reason}"
-            ),
-            data={"who": clip(change.who, 200), "scope": scope},
+            message=mode_change_text(change, scope=scope, target=self.inp.workload.key, effective=self.mode),
+            data=data,
         )
 
     def _state_for_job(self, job: JobSnapshot) -> WorkloadState:

@@ -212,7 +212,14 @@ async def set_workload_mode(
     ctx = context(request)
     key = WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).key
     workload = await run_in_threadpool(_workload_or_404, ctx.store, key)
-    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=caller.name, reason=body.reason)
+    change = ModeChange(
+        mode=body.mode,
+        actor=Actor.OPERATOR,
+        who=caller.name,
+        reason=body.reason,
+        role=caller.role.value,
+        via=caller.via,
+    )
     workflow_id = (
         workload.workflow_id
         or WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).workflow_id
@@ -264,7 +271,14 @@ async def set_cluster_mode(
 ) -> ClusterModeResult:
     """Switch a whole cluster's mode (role admin); the audit names the caller."""
     ctx = context(request)
-    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=caller.name, reason=body.reason)
+    change = ModeChange(
+        mode=body.mode,
+        actor=Actor.OPERATOR,
+        who=caller.name,
+        reason=body.reason,
+        role=caller.role.value,
+        via=caller.via,
+    )
     await ctx.temporal.set_cluster_mode(cluster, change)
     await run_in_threadpool(
         ctx.store.record,
