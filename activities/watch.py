@@ -33,7 +33,7 @@ from trainguard.models import (
     ObservationKind,
     ProgressState,
 )
-from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.states import COMPLETED, NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class _Progress:
 class JobWatcher:
     def __init__(
         self,
-        client: SlurmClient,
+        client: SlurmAccess,
         cache: SnapshotCache,
         sources: SourceFactory,
         *,

@@ -61,12 +61,45 @@ class SSHSettings(Section):
     slurm_env: dict[str, str] = Field(default_factory=dict)  # e.g. SLURM_CONF on the login node
 
 
+class SlurmrestdSettings(Section):
+    """slurmrestd with JWT auth (cluster.access: slurmrestd). The token is never logged."""
+
+    url: str = ""  # e.g. https://slurmrestd.example:6820
+    user: str = ""  # sent as X-SLURM-USER-NAME; the token must be valid for this user
+    token: SecretStr | None = None  # X-SLURM-USER-TOKEN; or:
+    token_file: str | None = None  # re-read whenever it changes (rotated tokens); `SLURM_JWT=` prefix ok
+    tls_verify: bool = True
+    ca_file: str | None = None  # a CA bundle for slurmrestd's certificate (implies tls_verify)
+    timeout_s: float = Field(default=30.0, gt=0)
+    api_version: str | None = None  # pin e.g. "v0.0.40"; default: the newest served that TrainGuard knows
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and not (value.startswith("http://") or value.startswith("https://")):
+            raise ValueError("slurmrestd url must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("api_version")
+    @classmethod
+    def _known_version(cls, value: str | None) -> str | None:
+        from trainguard.slurm.restd_api import VERSIONS
+
+        if value is not None and value not in VERSIONS:
+            raise ValueError(f"api_version must be one of {', '.join(VERSIONS)}")
+        return value
+
+
 class ClusterSettings(Section):
     name: str = "lab"
     mode: Mode = Mode.OBSERVE
     acknowledge_scheduler_actions: bool = False
+    # How Slurm is reached: its commands (through `runner`: this host, or a login node over SSH), or
+    # slurmrestd. `runner` also reads job output files when logs.backend is "files".
+    access: Literal["cli", "slurmrestd"] = "cli"
     runner: Literal["local", "ssh"] = "local"
     ssh: SSHSettings = SSHSettings()
+    slurmrestd: SlurmrestdSettings = SlurmrestdSettings()
     slurm_env: dict[str, str] = Field(default_factory=dict)  # extra env for local commands (SLURM_CONF)
     snapshot_interval_s: float = Field(default=2.0, gt=0)
     environment_pattern: str = ".*"  # only jobs whose opt-in environment matches are watched
@@ -77,6 +110,18 @@ class ClusterSettings(Section):
         if not value or not all(c.isalnum() or c in "-_." for c in value):
             raise ValueError("cluster name must be letters, digits, '-', '_' or '.'")
         return value
+
+    @model_validator(mode="after")
+    def _access_complete(self) -> ClusterSettings:
+        if self.access != "slurmrestd":
+            return self
+        rest = self.slurmrestd
+        missing = [k for k in ("url", "user") if not getattr(rest, k)]
+        if missing:
+            raise ValueError(f"cluster.access slurmrestd needs cluster.slurmrestd.{' and .'.join(missing)}")
+        if (rest.token is None) == (rest.token_file is None):
+            raise ValueError("cluster.access slurmrestd needs exactly one of slurmrestd.token or .token_file")
+        return self
 
     @property
     def task_queue(self) -> str:

@@ -317,3 +317,49 @@ def test_named_credentials_and_read_protection(
     assert helm(
         "lint", "--strict", str(chart), "-f", str(values_file(tmp_path, short)), check=False
     ).returncode
+
+
+def test_slurmrestd_mode_mounts_the_token_and_drops_ssh(chart: Path, tmp_path: Path) -> None:
+    overrides = {
+        "clusterWorker": {
+            "slurmrestd": {
+                "enabled": True,
+                "url": "http://slurm-restapi.slurm.svc:6820",
+                "user": "trainguard",
+                "apiVersion": "v0.0.42",
+                "token": "eyJ.secret.jwt",
+            }
+        },
+        "logs": {"backend": "loki", "url": "http://loki:3100"},
+    }
+    docs = render(chart, values_file(tmp_path, overrides))
+    core = [d for d in docs if d["apiVersion"] != OPERATOR_API]
+    for doc in core:
+        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+    objs = objects(docs)
+    config = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    assert "eyJ.secret.jwt" not in str(config)  # the token lives in the Secret only
+    settings = Settings.model_validate(config)
+    rest = settings.cluster.slurmrestd
+    assert settings.cluster.access == "slurmrestd" and rest.url == "http://slurm-restapi.slurm.svc:6820"
+    assert rest.token_file == "/etc/trainguard/slurmrestd/token" and rest.api_version == "v0.0.42"
+    assert objs[("Secret", "tg-trainguard-slurmrestd")]["stringData"]["token"] == "eyJ.secret.jwt"
+    assert ("Secret", "tg-trainguard-ssh") not in objs
+    worker = container(objs, "tg-trainguard-cluster-worker")
+    assert not [e for e in worker["env"] if e["name"] == "TRAINGUARD_CLUSTER__RUNNER"]
+    mounts = {m["name"]: m["mountPath"] for m in worker["volumeMounts"]}
+    assert mounts.get("slurmrestd") == "/etc/trainguard/slurmrestd" and "ssh" not in mounts
+    spec = objs[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
+    assert next(v for v in spec["volumes"] if v["name"] == "slurmrestd")["secret"]["secretName"] == (
+        "tg-trainguard-slurmrestd"
+    )
+
+    rotated = {
+        "clusterWorker": {"slurmrestd": {"enabled": True, "url": "https://r", "existingSecret": "jwt"}}
+    }
+    objs = objects(render(chart, values_file(tmp_path, rotated)))
+    assert ("Secret", "tg-trainguard-slurmrestd") not in objs
+    spec = objs[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
+    assert next(v for v in spec["volumes"] if v["name"] == "slurmrestd")["secret"]["secretName"] == "jwt"
+    bad = values_file(tmp_path, {"clusterWorker": {"slurmrestd": {"url": "slurm:6820"}}})
+    assert helm("template", "tg", str(chart), "-f", str(bad), check=False).returncode != 0
