@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from activities.heartbeat import heartbeating
 from trainguard import contracts as c
 from trainguard import failpoints, telemetry
 from trainguard.attribution.rules import attribute
 from trainguard.audit.store import AuditStore
+from trainguard.detection.severity import job_is_running
 from trainguard.models import AuditEventIn, EventType, Verdict
 from trainguard.policy.reasons import advice_reason
 from trainguard.settings import AttributionSettings
@@ -31,6 +34,9 @@ class ControlActivities:
     @activity.defn(name=c.ATTRIBUTE)
     async def attribute(self, inp: c.AttributeInput) -> Verdict:
         verdict = attribute(inp.findings, inp.job)
+        if job_is_running(inp.job) and not verdict.fatal:
+            # Safety clause 2: no evidence shows the running job failing; no service may make it fatal.
+            return verdict
         if self.attribution.external_url:
             from trainguard.attribution.external import ExternalRequest, external_attribution
 
@@ -99,16 +105,29 @@ class ControlActivities:
 
     @activity.defn(name=c.PROPAGATE_CLUSTER_MODE)
     async def propagate_cluster_mode(self, inp: c.PropagateModeInput) -> int:
+        count = await self._signal_running(inp.cluster, "set_cluster_mode", inp.change)
+        log.info("cluster %s mode %s propagated to %d workloads", inp.cluster, inp.change.mode.value, count)
+        return count
+
+    @activity.defn(name=c.PROPAGATE_CLUSTER_SETTINGS)
+    async def propagate_cluster_settings(self, inp: c.PropagateSettingsInput) -> int:
+        count = await self._signal_running(inp.cluster, "apply_settings", inp.settings)
+        log.info("cluster %s settings (%s) sent to %d workloads", inp.cluster, inp.settings.source, count)
+        return count
+
+    async def _signal_running(self, cluster: str, signal: str, arg: object) -> int:
+        """Signal every running JobRecovery of the cluster (a signal is idempotent to repeat on retry:
+        mode and settings changes carry the target value, not a delta)."""
         query = (
-            f"{CLUSTER.name} = '{_quote(inp.cluster)}' AND ExecutionStatus = 'Running'"
+            f"{CLUSTER.name} = '{_quote(cluster)}' AND ExecutionStatus = 'Running'"
             " AND WorkflowType = 'JobRecovery'"
         )
         count = 0
         async for wf in self.temporal.list_workflows(query):
-            await self.temporal.get_workflow_handle(wf.id).signal("set_cluster_mode", inp.change)
-            count += 1
+            with contextlib.suppress(RPCError):  # it ended between the listing and the signal
+                await self.temporal.get_workflow_handle(wf.id).signal(signal, arg)
+                count += 1
             activity.heartbeat(count)
-        log.info("cluster %s mode %s propagated to %d workloads", inp.cluster, inp.change.mode.value, count)
         return count
 
 

@@ -21,6 +21,7 @@ from trainguard import contracts as c
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
+from trainguard.detection.severity import shows_running_job_failing
 from trainguard.identity import matches_workload
 from trainguard.logsources.base import LogSource
 from trainguard.models import (
@@ -41,6 +42,11 @@ from trainguard.slurm.states import CANCELLED, COMPLETED, NODE_UNUSABLE_WORDS, R
 log = logging.getLogger(__name__)
 
 FINISHED = TERMINAL_STATES
+# A crashing job usually leaves RUNNING within seconds of its first error line; wait this long for Slurm
+# to say so before reporting evidence that alone may not touch a running job (it is then recorded and
+# watched), so a real crash is attributed with its log evidence and Slurm's exit together.
+RUNNING_GRACE_S = 45.0
+MAX_CONTEXT = 20
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 GpuProbe = Callable[[Sequence[str]], Awaitable[list[Finding]]]
 
@@ -183,9 +189,18 @@ class JobWatcher:
                 # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)
-            if state.settle_until is not None and (now >= state.settle_until or job.state in FINISHED):
+            if (
+                state.settle_until is not None
+                and (now >= state.settle_until or job.state in FINISHED)
+                and not _await_exit(state, job, now)
+            ):
                 fatal = any(f.fatal for f in state.findings)
-                return result(ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER, job)
+                kind = ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER
+                if kind == ObservationKind.FAILURE and inp.context and job.state != RUNNING:
+                    # The job stopped: what was watched while it ran is part of the story.
+                    known = set(state.findings)
+                    state.findings[:0] = [f for f in inp.context if f not in known][:MAX_CONTEXT]
+                return result(kind, job)
             if state.settle_until is None:
                 if phase.awaiting_progress and new_progress and job.state == RUNNING:
                     return result(ObservationKind.PROGRESS, job)
@@ -243,6 +258,15 @@ def _slurm_verdict_text(finding: Finding) -> bool:
     TIME LIMIT", "DUE TO PREEMPTION"). The job's own text can say anything; cancellation, preemption and
     time limit are read from Slurm's state (CANCELLED, PREEMPTED, TIMEOUT) by scheduler_findings."""
     return finding.source == FindingSource.LOG and finding.category == Category.PREEMPTION_OR_TIMELIMIT
+
+
+def _await_exit(state: _Progress, job: JobSnapshot, now: float) -> bool:
+    """Keep watching a RUNNING job whose evidence does not show it failing, for a grace period."""
+    if job.state != RUNNING or state.first_signal_at is None:
+        return False
+    if any(f.category.value == "straggler" or shows_running_job_failing(f, job) for f in state.findings):
+        return False
+    return now < state.first_signal_at + RUNNING_GRACE_S
 
 
 UNUSABLE = NODE_UNUSABLE_WORDS

@@ -33,6 +33,7 @@ RECORD_EVENTS = "record_events"
 RECORD_ADVICE = "record_advice"
 UPDATE_WORKLOAD = "update_workload"
 PROPAGATE_CLUSTER_MODE = "propagate_cluster_mode"
+PROPAGATE_CLUSTER_SETTINGS = "propagate_cluster_settings"
 FLEET_CONTEXT = "fleet_context"
 
 
@@ -53,6 +54,10 @@ class RecoveryConfig(Frozen):
     policy: PolicyConfig = PolicyConfig()
     search_attributes: bool = True
     history_limit: int = 2000  # continue-as-new earlier than this even if the server does not suggest it
+    # watchdog.mode == action and watchdog.acknowledge_scheduler_actions: the watchdog may release a job
+    # TrainGuard held (only undoes our own hold, so it may even when the cluster observes).
+    watchdog_release: bool = True
+    watchdog_environment_pattern: str = ".*"  # opt-in environments the watchdog guards
 
 
 class Phase(Frozen):
@@ -82,6 +87,9 @@ class RecoveryCarry(Frozen):
     # Nodes of the newest allocation Slurm reported: a job Slurm requeued (pending, no nodes) still
     # knows where it failed. Only these can be excluded.
     allocation: tuple[str, ...] = ()
+    # Evidence recorded and watched while the attempt kept running (safety clause 2): context for the
+    # attribution if the attempt later stops. Bounded; cleared when a new allocation starts.
+    watched: tuple[Finding, ...] = ()
 
 
 class JobRecoveryInput(Frozen):
@@ -94,14 +102,54 @@ class JobRecoveryInput(Frozen):
     carry: RecoveryCarry | None = None
 
 
+class ClusterConfig(Frozen):
+    """What the settings file and environment say about a cluster's running workloads."""
+
+    mode: Mode = Mode.OBSERVE
+    acknowledged: bool = False
+    environment_pattern: str = ".*"
+    recovery: RecoveryConfig
+
+
 class ClusterWatchInput(Frozen):
     cluster: str
     cluster_queue: str
-    mode: Mode = Mode.OBSERVE
+    mode: Mode = Mode.OBSERVE  # the cluster's current mode (an operator may have changed it at run time)
     acknowledged: bool = False
     recovery: RecoveryConfig
     discover_slice_s: float = 600.0
     environment_pattern: str = ".*"
+    # The settings last applied from a settings source (None before the first one, or before upgrade):
+    # a worker restart applies only what differs from it, so an operator's run-time mode change survives
+    # restarts that did not change the file.
+    configured: ClusterConfig | None = None
+
+
+class SettingsUpdate(Frozen):
+    """Sent to ClusterWatch by a worker at start (source "worker restart") or `trainguard config reload`."""
+
+    config: ClusterConfig
+    source: str = "worker restart"
+    who: str = ""  # host/user that sent it (untrusted free text)
+
+
+class SettingsApplied(Frozen):
+    changed: tuple[str, ...] = ()  # dotted keys (cluster.mode, recovery.policy.retry_budget, ...)
+    summary: str = ""
+
+
+class WorkloadSettings(Frozen):
+    """Signalled to each running JobRecovery of the cluster; applied at the workload's next safe point."""
+
+    config: RecoveryConfig
+    cluster_mode: Mode | None = None  # None: the settings did not change the cluster mode
+    source: str = ""
+    who: str = ""
+
+
+class PropagateSettingsInput(Frozen):
+    cluster: str
+    settings: WorkloadSettings
 
 
 class DiscoverInput(Frozen):
@@ -129,6 +177,7 @@ class WatchInput(Frozen):
     poll_interval_s: float = 1.0
     settle_s: float = 1.0
     last_job: JobSnapshot | None = None
+    context: tuple[Finding, ...] = ()  # watched evidence of this attempt: reported again with a failure
 
 
 class WatchResult(Frozen):

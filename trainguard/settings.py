@@ -130,6 +130,10 @@ class ClusterSettings(Section):
 
 class AuditSettings(Section):
     url: str = f"sqlite:///{DEFAULT_STATE_DIR / 'audit.db'}"
+    # Delete audit rows older than this many days (0 keeps everything); enforced by the control worker
+    # every prune_interval_s and by `trainguard audit prune`.
+    retention_days: float = Field(default=0.0, ge=0)
+    prune_interval_s: float = Field(default=3600.0, gt=0)
 
 
 class WatchSettings(Section):
@@ -286,6 +290,14 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = MetricsSettings()
     api: APISettings = APISettings()
     logging: LoggingSettings = LoggingSettings()
+
+    @model_validator(mode="after")
+    def _audit_in_state_dir(self) -> Settings:
+        # state_dir is where local state lives: the default SQLite audit store follows it.
+        if "url" not in self.audit.model_fields_set:
+            default = f"sqlite:///{Path(self.state_dir) / 'audit.db'}"
+            self.audit = self.audit.model_copy(update={"url": default})
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -6,8 +6,10 @@ cluster worker beside Slurm (in-cluster) or anywhere with SSH access to the logi
 from __future__ import annotations
 
 import asyncio
+import getpass
 import logging
 import signal
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -22,7 +24,7 @@ from activities.fleet import FleetActivities
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import JobWatcher, SourceFactory
 from trainguard import contracts as c
-from trainguard.api.temporal_control import connect_client
+from trainguard.api.temporal_control import cluster_workflow_id, connect_client
 from trainguard.audit.store import AuditStore
 from trainguard.detection.progress import ProgressConfig
 from trainguard.gpumetrics.prometheus import gpu_findings
@@ -30,7 +32,7 @@ from trainguard.logsources.base import LogSource
 from trainguard.logsources.factory import make_log_source
 from trainguard.logsources.files import FileLogSource
 from trainguard.logsources.http import make_http_client
-from trainguard.models import Finding, JobSnapshot
+from trainguard.models import Finding, JobSnapshot, Mode
 from trainguard.policy import PolicyConfig
 from trainguard.settings import Settings, WatchSettings
 from trainguard.slurm.access import SlurmAccess
@@ -62,9 +64,16 @@ def recovery_config(settings: Settings, *, search_attributes: bool = True) -> c.
         step_heartbeat_timeout_s=min(10.0, settings.watch.heartbeat_timeout_s),
         watchdog_enabled=settings.watchdog.enabled,
         decision_timeout_s=settings.watchdog.decision_timeout_s,
+        watchdog_release=watchdog_may_release(settings),
+        watchdog_environment_pattern=settings.watchdog.environment_pattern,
         policy=PolicyConfig(**settings.policy.model_dump()),
         search_attributes=search_attributes,
     )
+
+
+def watchdog_may_release(settings: Settings) -> bool:
+    """watchdog.mode and watchdog.acknowledge_scheduler_actions: may the watchdog release a job we held?"""
+    return settings.watchdog.mode == Mode.ACTION and settings.watchdog.acknowledge_scheduler_actions
 
 
 def cluster_watch_input(settings: Settings, *, search_attributes: bool = True) -> c.ClusterWatchInput:
@@ -78,12 +87,71 @@ def cluster_watch_input(settings: Settings, *, search_attributes: bool = True) -
     )
 
 
+def cluster_config(settings: Settings, *, search_attributes: bool = True) -> c.ClusterConfig:
+    """What these settings say about the cluster's running workloads (compared by ClusterWatch)."""
+    inp = cluster_watch_input(settings, search_attributes=search_attributes)
+    return c.ClusterConfig(
+        mode=inp.mode,
+        acknowledged=inp.acknowledged,
+        environment_pattern=inp.environment_pattern,
+        recovery=inp.recovery,
+    )
+
+
+async def apply_settings(
+    client: Client, settings: Settings, *, source: str, search_attributes: bool = True
+) -> c.SettingsApplied:
+    """Send these settings to the cluster's ClusterWatch, which audits what changed and fans it out to the
+    running workloads (the runbook's rollback: edit the env file/values, restart workers)."""
+    handle = client.get_workflow_handle(cluster_workflow_id(settings.cluster.name))
+    update = c.SettingsUpdate(
+        config=cluster_config(settings, search_attributes=search_attributes),
+        source=source,
+        who=f"{getpass.getuser()}@{socket.gethostname()}",
+    )
+    applied: c.SettingsApplied = await handle.execute_update(
+        "apply_settings", update, result_type=c.SettingsApplied
+    )
+    return applied
+
+
+async def _apply_settings_at_start(client: Client, settings: Settings) -> None:
+    """Retried in the background: the ClusterWatch may be served by this very worker, just started."""
+    for attempt in range(30):
+        try:
+            applied = await apply_settings(client, settings, source="worker restart")
+        except Exception as err:  # Temporal down, or the workflow not yet served: retry
+            log.warning("settings not yet applied to the cluster's workflow (%s); retrying", err)
+            await asyncio.sleep(min(2.0 * (attempt + 1), 30.0))
+            continue
+        if applied.changed:
+            log.warning("settings changed since the last start: %s", applied.summary)
+        return
+    log.error("could not apply settings to the cluster's workflow; run `trainguard config reload`")
+
+
+async def enforce_retention(store: AuditStore, settings: Settings) -> None:
+    """audit.retention_days: prune now and every audit.prune_interval_s (each prune is audited)."""
+    from trainguard.audit.retention import prune
+
+    while True:
+        try:
+            result = await asyncio.to_thread(
+                prune, store, older_than_s=settings.audit.retention_days * 86400, source="control worker"
+            )
+            if result.total:
+                log.info("audit retention: deleted %s", result.deleted)
+        except Exception as err:  # the store is down: try again next interval
+            log.warning("audit retention failed: %s", err)
+        await asyncio.sleep(settings.audit.prune_interval_s)
+
+
 async def ensure_cluster_watch(client: Client, settings: Settings, *, search_attributes: bool = True) -> None:
     """Start the cluster's ClusterWatch workflow unless it already runs (idempotent)."""
     await client.start_workflow(
         ClusterWatchWorkflow.run,
         cluster_watch_input(settings, search_attributes=search_attributes),
-        id=f"trainguard-cluster-{settings.cluster.name}",
+        id=cluster_workflow_id(settings.cluster.name),
         task_queue=settings.temporal.control_task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
@@ -154,6 +222,7 @@ def build_workers(
                     control.record_events,
                     control.record_advice,
                     control.propagate_cluster_mode,
+                    control.propagate_cluster_settings,
                     fleet.fleet_context,
                 ],
                 max_concurrent_activities=200,
@@ -238,7 +307,12 @@ async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    running = rt.start()
+    running = list(rt.start())  # the workers only: background tasks below may finish on their own
+    if start_cluster_watch and "control" in queues:
+        # Settings changed in the file or environment reach running workloads (audited), not only new ones.
+        rt.tasks.append(asyncio.create_task(_apply_settings_at_start(client, settings)))
+    if rt.store is not None and settings.audit.retention_days > 0:
+        rt.tasks.append(asyncio.create_task(enforce_retention(rt.store, settings)))
     stopper = asyncio.create_task(stop.wait())
     try:
         done, _ = await asyncio.wait([*running, stopper], return_when=asyncio.FIRST_COMPLETED)

@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from trainguard import contracts as c
     from trainguard.identity import workload_of
     from trainguard.models import Actor, AuditEventIn, EventType, Level, ModeChange, clip
+    from trainguard.runtime_config import describe_diff, diff_data, settings_diff
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
 
@@ -31,6 +32,8 @@ class ClusterWatchWorkflow:
         self.changes: list[ModeChange] = []
         self.stop_requested = False
         self.pending: list[AuditEventIn] = []
+        self.configured = inp.configured or configured_from(inp)
+        self.settings_out: list[c.WorkloadSettings] = []  # settings changes still to fan out to workloads
 
     @workflow.query
     def current_mode(self) -> str:
@@ -40,6 +43,50 @@ class ClusterWatchWorkflow:
     async def set_mode(self, change: ModeChange) -> None:
         self.mode = change.mode
         self.changes.append(change)
+
+    @workflow.update
+    async def apply_settings(self, update: c.SettingsUpdate) -> c.SettingsApplied:
+        """Settings from a worker's start or `trainguard config reload`: apply what differs from the settings
+        last applied (not from the current mode: an operator's run-time mode change survives a restart
+        that did not change the file), audit it with its source, and fan it out to running workloads."""
+        new = update.config
+        diff = settings_diff(self.configured, new)
+        if not diff:
+            return c.SettingsApplied()
+        mode_changed = "mode" in diff
+        if mode_changed:
+            self.mode = new.mode
+        self.inp = self.inp.model_copy(
+            update={
+                "acknowledged": new.acknowledged,
+                "recovery": new.recovery,
+                "environment_pattern": new.environment_pattern,
+            }
+        )
+        self.configured = new
+        summary = clip(describe_diff(diff), 800)
+        self.pending.append(
+            AuditEventIn(
+                event_id=f"cluster/{self.inp.cluster}/settings/{workflow.uuid4()}",
+                event_type=EventType.SETTINGS_CHANGED,
+                cluster=self.inp.cluster,
+                level=Level.WARNING if mode_changed else Level.INFO,
+                actor=Actor.SYSTEM,
+                ts=workflow.time(),
+                mode=self.mode.value,
+                message=clip(f"cluster settings changed by {update.source}: {summary}"),
+                data={"source": clip(update.source, 100), "who": clip(update.who, 200), **diff_data(diff)},
+            )
+        )
+        self.settings_out.append(
+            c.WorkloadSettings(
+                config=new.recovery,
+                cluster_mode=new.mode if mode_changed else None,
+                source=update.source,
+                who=update.who,
+            )
+        )
+        return c.SettingsApplied(changed=tuple(diff), summary=summary)
 
     @workflow.signal
     async def stop(self) -> None:
@@ -72,14 +119,14 @@ class ClusterWatchWorkflow:
                 c.DiscoverInput(
                     cluster=inp.cluster,
                     mode=self.mode,
-                    recovery=inp.recovery,
+                    recovery=self.inp.recovery,
                     slice_s=inp.discover_slice_s,
-                    environment_pattern=inp.environment_pattern,
+                    environment_pattern=self.inp.environment_pattern,
                 ),
                 result_type=c.DiscoverResult,
                 task_queue=inp.cluster_queue,
                 start_to_close_timeout=timedelta(seconds=inp.discover_slice_s + 120),
-                heartbeat_timeout=timedelta(seconds=inp.recovery.heartbeat_timeout_s),
+                heartbeat_timeout=timedelta(seconds=self.inp.recovery.heartbeat_timeout_s),
                 retry_policy=RETRY,
             )
             while not self._interrupted(handle):
@@ -99,15 +146,32 @@ class ClusterWatchWorkflow:
                     start_to_close_timeout=timedelta(seconds=120),
                     retry_policy=RETRY,
                 )
-            await self._flush()
+            await self._flush()  # the cluster-level settings_changed event is stored before the fan-out
+            if self.settings_out and workflow.patched("cluster-settings-fan-out"):
+                while self.settings_out:
+                    await workflow.execute_activity(
+                        c.PROPAGATE_CLUSTER_SETTINGS,
+                        c.PropagateSettingsInput(cluster=inp.cluster, settings=self.settings_out.pop(0)),
+                        task_queue=self.inp.recovery.control_queue,
+                        start_to_close_timeout=timedelta(seconds=300),
+                        heartbeat_timeout=timedelta(seconds=60),
+                        retry_policy=RETRY,
+                    )
             info = workflow.info()
             if info.is_continue_as_new_suggested() or info.get_current_history_length() > 1000:
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                if not self.changes and not self.stop_requested:
-                    workflow.continue_as_new(inp.model_copy(update={"mode": self.mode}))
+                # Audit events enqueued meanwhile (malformed comments, a settings change) are not carried
+                # by continue-as-new: store them first.
+                while self.pending and workflow.patched("cluster-watch-drain-before-can"):
+                    await self._flush()
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                if not self.changes and not self.stop_requested and not self.settings_out:
+                    workflow.continue_as_new(
+                        self.inp.model_copy(update={"mode": self.mode, "configured": self.configured})
+                    )
 
     def _interrupted(self, handle: workflow.ActivityHandle[c.DiscoverResult]) -> bool:
-        return handle.done() or bool(self.changes) or self.stop_requested
+        return handle.done() or bool(self.changes) or self.stop_requested or bool(self.settings_out)
 
     async def _flush(self) -> None:
         if not self.pending:
@@ -120,3 +184,13 @@ class ClusterWatchWorkflow:
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RETRY,
         )
+
+
+def configured_from(inp: c.ClusterWatchInput) -> c.ClusterConfig:
+    """The settings a ClusterWatch started before settings reload existed was started with."""
+    return c.ClusterConfig(
+        mode=inp.mode,
+        acknowledged=inp.acknowledged,
+        environment_pattern=inp.environment_pattern,
+        recovery=inp.recovery,
+    )

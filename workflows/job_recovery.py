@@ -37,8 +37,10 @@ with workflow.unsafe.imports_passed_through():
         WorkloadState,
         WorkloadStatus,
         clip,
+        mode_change_text,
     )
     from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
+    from trainguard.runtime_config import describe_diff, diff_data, settings_diff, watchdog_guards
     from trainguard.slurm.states import ALLOCATED_STATES, CANCELLED, COMPLETING, PENDING, RUNNING
     from workflows.search_attributes import status_search_attributes
 
@@ -49,7 +51,13 @@ ACTION_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5), backoff_coefficient=2.0
 )
 WATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+WATCHED_LIMIT = 20  # watched findings kept per attempt (they travel in every watch input)
 TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
+# workflow.patched ids: each guards a command-sequence change for running workflows.
+PATCH_SETTINGS = "workload-settings-reload"  # settings changes applied to a running workload
+PATCH_WATCHDOG_SCOPE = "watchdog-settings"  # watchdog.mode / acknowledge / environment_pattern read
+PATCH_DRAIN = "drain-audit-before-close"  # events a handler enqueued during the final flush are stored
+PATCH_STOP_ON_OBSERVE = "observe-mid-recovery-stops"  # a switch to observe mid-sequence skips the rest
 # Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
 # allocation is still tearing down under the new restart count.
 ALLOCATED = ALLOCATED_STATES
@@ -89,6 +97,7 @@ class JobRecoveryWorkflow:
         # Slurm's Reason right after TrainGuard's own hold in the current failure ("" = none of ours;
         # None = a hold from a worker that did not report it: release as before). Rebuilt on replay.
         self.our_hold: str | None = ""
+        self.pending_settings: list[c.WorkloadSettings] = []
 
     # ---- handlers: change state, enqueue audit; no decisions -------------------------------------
     @workflow.query
@@ -105,6 +114,11 @@ class JobRecoveryWorkflow:
     async def set_cluster_mode(self, change: ModeChange) -> None:
         self._set_carry(cluster_mode=change.mode)
         self._mode_changed(change, scope="cluster")
+
+    @workflow.signal
+    async def apply_settings(self, update: c.WorkloadSettings) -> None:
+        # Applied by the run loop at a safe point; between two steps of an action sequence only to stop it.
+        self.pending_settings.append(update)
 
     @workflow.signal
     async def set_paused(self, req: PauseRequest) -> None:
@@ -128,22 +142,24 @@ class JobRecoveryWorkflow:
                 data={"environment": clip(inp.opt_in.environment, 200), "job_mode": inp.opt_in.mode.value},
             )
         while True:
+            self._apply_settings()
             await self._flush()
             if self.carry.status.paused:
-                await workflow.wait_condition(lambda: not self.carry.status.paused or bool(self.pending))
+                await workflow.wait_condition(
+                    lambda: not self.carry.status.paused or bool(self.pending) or bool(self.pending_settings)
+                )
                 continue
             obs = await self._watch()
             if obs is not None:
                 await self._on_observation(obs)
             await self._flush()
             if self.carry.status.state in TERMINAL:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                await self._flush()
+                await self._drain()
                 return self.carry.status
             if self._should_continue_as_new():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                await self._flush()
-                workflow.continue_as_new(inp.model_copy(update={"carry": self.carry}))
+                await self._drain()
+                # The config travels too: settings applied at run time must survive continue-as-new.
+                workflow.continue_as_new(inp.model_copy(update={"carry": self.carry, "config": self.cfg}))
 
     # ---- watching -------------------------------------------------------------------------------------
     async def _watch(self) -> Observation | None:
@@ -160,6 +176,7 @@ class JobRecoveryWorkflow:
                 poll_interval_s=self.cfg.poll_interval_s,
                 settle_s=self.cfg.settle_s,
                 last_job=carry.last_job,
+                context=carry.watched,
             ),
             result_type=c.WatchResult,
             task_queue=self.cfg.cluster_queue,
@@ -169,8 +186,14 @@ class JobRecoveryWorkflow:
         )
         while not handle.done():
             await workflow.wait_condition(
-                lambda: handle.done() or bool(self.pending) or self.carry.status.paused
+                lambda: (
+                    handle.done()
+                    or bool(self.pending)
+                    or self.carry.status.paused
+                    or bool(self.pending_settings)
+                )
             )
+            self._apply_settings()  # safe point: only the watch runs, nothing acts on Slurm
             await self._flush()
             if self.carry.status.paused and not handle.done():
                 handle.cancel()
@@ -215,6 +238,7 @@ class JobRecoveryWorkflow:
                 )
                 # The new attempt's rhythm starts now: startup and checkpoint loading are not a hang.
                 self._set_carry(
+                    watched=(),
                     progress=self.carry.progress.model_copy(update={"last_progress_at": None}),
                     phase=c.Phase(
                         attempt_restarts=job.restart_count,
@@ -312,13 +336,20 @@ class JobRecoveryWorkflow:
         # Contain only a job Slurm itself requeued (e.g. after NODE_FAIL): it is pending and could start
         # again on the bad node before the exclusion is set. Releasing it unchanged is then exactly what
         # Slurm would have done without us, which is what the watchdog's fail-open must mean.
-        if acting and fatal and job is not None and job.state == PENDING and not job.held:
+        pending = job is not None and job.state == PENDING and not job.held
+        if acting and fatal and pending and job is not None and self._may_contain():
             held = await self._contain(attempt, job)
 
         decision = await self._decide_with_watchdog(findings, job, held, obs.usable_nodes)
         if decision is None:
             return  # watchdog released the job unchanged; keep watching this attempt's cascades out
         verdict, advice = decision
+        if not verdict.fatal and job is not None and job.state == "RUNNING":
+            # Recorded and watched: keep the evidence for the attribution if this attempt stops later.
+            kept = (*self.carry.watched, *(f for f in findings if f.fatal and f not in self.carry.watched))
+            self._set_carry(watched=kept[-WATCHED_LIMIT:])
+        elif verdict.fatal and self.carry.watched:
+            self._set_carry(watched=())
         self._set_status(
             last_category=verdict.category.value,
             last_attribution=verdict.attribution.value,
@@ -354,7 +385,7 @@ class JobRecoveryWorkflow:
     ) -> tuple[Verdict, Advice] | None:
         started = workflow.time()
         try:
-            if self.cfg.watchdog_enabled:
+            if self._watchdog_guards():
                 return await asyncio.wait_for(
                     self._decide(findings, job, usable), self.cfg.decision_timeout_s
                 )
@@ -380,6 +411,9 @@ class JobRecoveryWorkflow:
             start_to_close_timeout=timedelta(seconds=self.cfg.decision_timeout_s),
             retry_policy=RetryPolicy(maximum_attempts=3),
         )
+        # Safe point: nothing acted yet for this failure; a rollback to observe that arrived during
+        # attribution makes this decision an advice only.
+        self._apply_settings()
         guard = workflow.patched(PATCH_ALLOCATION)
         allocation = self._allocation(job) if guard else ()
         ctx = DecisionContext(
@@ -394,7 +428,11 @@ class JobRecoveryWorkflow:
             allocation_nodes=allocation,
             legacy_unrestricted=not guard,
         )
-        advice, new_state = decide(self.carry.policy_state, verdict, ctx, self.cfg.policy)
+        policy = self.cfg.policy
+        if not workflow.patched("exclude-min-confidence"):
+            # Histories recorded before low-confidence verdicts stopped excluding replay as they ran.
+            policy = policy.model_copy(update={"exclude_min_confidence": 0.0})
+        advice, new_state = decide(self.carry.policy_state, verdict, ctx, policy)
         self._set_carry(policy_state=new_state)
         if job is not None:
             advice = advice.model_copy(
@@ -498,7 +536,10 @@ class JobRecoveryWorkflow:
         attempt = self.carry.phase.attempt_restarts
         handled = self.carry.phase.model_copy(update={"failure_handled": True, "fault_at": first_signal})
         if not advice.execute:
-            self._set_carry(phase=handled)
+            # A verdict that is not fatal (recorded and watched) leaves the attempt watched: a real failure
+            # of the same attempt must still be seen.
+            watched = not advice.verdict.fatal and workflow.patched("keep-watching-after-record-only")
+            self._set_carry(phase=self.carry.phase if watched else handled)
             if held:  # a decision not to act releases our containment hold unchanged
                 await self._action(c.RELEASE_JOB, advice.advice_id, attempt, our_hold=self.our_hold)
             terminal = job is not None and job.state not in (RUNNING, PENDING, COMPLETING)
@@ -514,7 +555,10 @@ class JobRecoveryWorkflow:
                     return
                 self.our_hold = _own_hold(requeued)
             self._set_status(state=WorkloadState.RECOVERING, excluded_nodes=advice.exclude_nodes)
-            if advice.exclude_nodes:
+            stop = self._switched_to_observe(advice)
+            if stop:
+                self._set_status(excluded_nodes=())
+            elif advice.exclude_nodes:
                 await self._action(c.SET_EXCLUDED, advice.advice_id, attempt, nodes=advice.exclude_nodes)
             released = await self._action(c.RELEASE_JOB, advice.advice_id, attempt, our_hold=self.our_hold)
             now = workflow.time()
@@ -613,6 +657,76 @@ class JobRecoveryWorkflow:
             retry_policy=AUDIT_RETRY,
         )
 
+    async def _drain(self) -> None:
+        """Before completion or continue-as-new: every handler finished and nothing left to store. A
+        signal can land while the final flush runs (its event would be dropped): flush again."""
+        while True:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            await self._flush()
+            if not self.pending or not workflow.patched(PATCH_DRAIN):
+                return
+
+    # ---- settings that reach running workloads ----------------------------------------------------------
+    def _apply_settings(self) -> None:
+        """Apply settings changes signalled by ClusterWatch (worker restart / config reload), audited."""
+        if not self.pending_settings or not workflow.patched(PATCH_SETTINGS):
+            return
+        updates, self.pending_settings = self.pending_settings, []
+        for update in updates:
+            diff = settings_diff(self.cfg, update.config)
+            mode_before = self.mode
+            self.cfg = update.config
+            if update.cluster_mode is not None and update.cluster_mode != self.carry.cluster_mode:
+                diff = {"cluster_mode": (self.carry.cluster_mode.value, update.cluster_mode.value), **diff}
+                self._set_carry(cluster_mode=update.cluster_mode)
+            if not diff:
+                continue
+            self._event(
+                EventType.SETTINGS_CHANGED,
+                level=Level.WARNING if self.mode != mode_before else Level.INFO,
+                actor=Actor.SYSTEM,
+                message=clip(
+                    f"settings changed by {update.source}: {describe_diff(diff)}; "
+                    f"effective mode {mode_before.value} → {self.mode.value}"
+                ),
+                data={"source": clip(update.source, 100), "who": clip(update.who, 200), **diff_data(diff)},
+            )
+
+    def _switched_to_observe(self, advice: Advice) -> bool:
+        """Between requeue-hold and the exclusion: if the workload left action mode meanwhile (operator,
+        cluster mode, settings reload), skip the remaining steps; the caller still releases the job
+        TrainGuard holds, unchanged (fail-open: Slurm runs it as it would have without us)."""
+        self._apply_settings()  # the sequence stops here if they say observe
+        if self.mode == Mode.ACTION and self.cfg.acknowledged:
+            return False
+        if not workflow.patched(PATCH_STOP_ON_OBSERVE):
+            return False
+        self._event(
+            EventType.ACTION,
+            level=Level.WARNING,
+            actor=Actor.SYSTEM,
+            action="recovery_stopped",
+            message=f"switched to {self.mode.value} mode mid-recovery: exclusion skipped; "
+            "releasing the job TrainGuard held, unchanged",
+            data={"advice_id": advice.advice_id},
+        )
+        return True
+
+    def _may_contain(self) -> bool:
+        """Hold a job only where the watchdog is sure to release it: it guards this workload
+        (watchdog.enabled, watchdog.environment_pattern) and may act (watchdog.mode=action, acknowledged)."""
+        if self.cfg.watchdog_release and self._watchdog_guards():
+            return True
+        return not workflow.patched(PATCH_WATCHDOG_SCOPE)
+
+    def _watchdog_guards(self) -> bool:
+        """watchdog.enabled and watchdog.environment_pattern: is this workload's decision time-boxed?"""
+        if not self.cfg.watchdog_enabled:
+            return False
+        if watchdog_guards(self.cfg.watchdog_environment_pattern, self.inp.opt_in.environment):
+            return True
+        return not workflow.patched(PATCH_WATCHDOG_SCOPE)
+
     # ---- state helpers ------------------------------------------------------------------------------------
     @property
     def mode(self) -> Mode:
@@ -630,14 +744,17 @@ class JobRecoveryWorkflow:
             self.status_dirty = True
 
     def _mode_changed(self, change: ModeChange, *, scope: str) -> None:
+        # A cluster-wide change is one operator action with one operator row (the API's); each workload
+        # records what it did to its own effective mode as the system.
+        data: dict[str, str | int | float | bool | None] = {"who": clip(change.who, 200), "scope": scope}
+        if change.role:
+            data.update(role=clip(change.role, 50), via=clip(change.via, 50), source="api")
         self._event(
             EventType.MODE_CHANGED,
-            actor=change.actor,
+            actor=change.actor if scope == "workload" else Actor.SYSTEM,
             mode=self.mode.value,
-            message=clip(
-                f"{scope} mode set to {change.mode.value}; effective {self.mode.value}. {change.reason}"
-            ),
-            data={"who": clip(change.who, 200), "scope": scope},
+            message=mode_change_text(change, scope=scope, target=self.inp.workload.key, effective=self.mode),
+            data=data,
         )
 
     def _state_for_job(self, job: JobSnapshot) -> WorkloadState:

@@ -123,13 +123,17 @@ class WorkerProcess:
             self._supervisor = None
         await asyncio.to_thread(self.proc.stop)
 
-    async def restart_with(self, overrides: dict[str, dict[str, object]]) -> None:
-        """Stop the worker, merge `overrides` into its settings file, start it again."""
+    async def restart_with(
+        self, overrides: dict[str, dict[str, object]], env: dict[str, str] | None = None
+    ) -> None:
+        """Stop the worker, merge `overrides` into its settings file (and `env` into its environment, e.g.
+        TRAINGUARD_CLUSTER__MODE=observe as the runbook's env file would), start it again."""
         await self.stop()
         doc = yaml.safe_load(self.config.read_text())
         for section, values in overrides.items():
             doc.setdefault(section, {}).update(values)
         self.config.write_text(yaml.safe_dump(doc, sort_keys=False))
+        self.env = {**self.env, **(env or {})}
         self.proc.env = self.env
         self._spawn()
         self._supervisor = asyncio.get_running_loop().create_task(self._supervise())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from trainguard.audit.schemas import AdviceRecord, AgreementRow, Disposition, OperatorDecision
 from trainguard.models import Mode, WorkloadStatus
@@ -57,15 +57,16 @@ class WorkloadDetail(BaseModel):
     recent_advice: list[AdviceRecord] = Field(default_factory=list)
 
 
+# Request fields are strict: `{"paused": "yes"}` or `{"paused": 1}` is a client bug, not a true (422).
 # No `who` in any body: the audit names the caller from their credential (trainguard.api.deps).
 class ModeChangeBody(Body):
     mode: Mode
-    reason: str = Field(default="", max_length=MAX_TEXT)
+    reason: StrictStr = Field(default="", max_length=MAX_TEXT)
 
 
 class PauseBody(Body):
-    paused: bool
-    reason: str = Field(default="", max_length=MAX_TEXT)
+    paused: StrictBool
+    reason: StrictStr = Field(default="", max_length=MAX_TEXT)
 
 
 class PauseResult(BaseModel):
@@ -88,14 +89,14 @@ class ClusterSummary(BaseModel):
 class ReconciliationReport(Body):
     """What an external controller (or our cluster worker) reports after applying an advice."""
 
-    observed_generation: int | None = Field(default=None, ge=0, le=MAX_INT, alias="observedGeneration")
+    observed_generation: StrictInt | None = Field(default=None, ge=0, le=MAX_INT, alias="observedGeneration")
     disposition: Disposition
-    reason: str = Field(default="", max_length=MAX_TEXT)
+    reason: StrictStr = Field(default="", max_length=MAX_TEXT)
 
 
 class DecisionBody(Body):
     decision: Literal["agree", "disagree"]
-    did_instead: str = Field(default="", max_length=MAX_TEXT, alias="didInstead")
+    did_instead: StrictStr = Field(default="", max_length=MAX_TEXT, alias="didInstead")
 
 
 class AdviceDetail(BaseModel):

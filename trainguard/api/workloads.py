@@ -212,18 +212,23 @@ async def set_workload_mode(
     ctx = context(request)
     key = WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).key
     workload = await run_in_threadpool(_workload_or_404, ctx.store, key)
-    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=caller.name, reason=body.reason)
+    change = ModeChange(
+        mode=body.mode,
+        actor=Actor.OPERATOR,
+        who=caller.name,
+        reason=body.reason,
+        role=caller.role.value,
+        via=caller.via,
+    )
     workflow_id = (
         workload.workflow_id
         or WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).workflow_id
     )
     updated = await ctx.temporal.set_workload_mode(workflow_id, change)
     # The workflow persists its status too; writing the update's answer now lets the console show it at once.
+    # The audit row is the workflow's own (durable, written once by its update handler): writing another
+    # here gave two `mode_changed` rows for one operator action.
     await run_in_threadpool(ctx.store.upsert_workload, updated)
-    await run_in_threadpool(
-        ctx.store.record,
-        _mode_event(scope="workload", cluster=cluster, change=change, workload=workload, caller=caller),
-    )
     return updated
 
 
@@ -266,7 +271,14 @@ async def set_cluster_mode(
 ) -> ClusterModeResult:
     """Switch a whole cluster's mode (role admin); the audit names the caller."""
     ctx = context(request)
-    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=caller.name, reason=body.reason)
+    change = ModeChange(
+        mode=body.mode,
+        actor=Actor.OPERATOR,
+        who=caller.name,
+        reason=body.reason,
+        role=caller.role.value,
+        via=caller.via,
+    )
     await ctx.temporal.set_cluster_mode(cluster, change)
     await run_in_threadpool(
         ctx.store.record,

@@ -17,15 +17,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, and_, case, event, func, insert, inspect, or_, select, update
+from sqlalchemy import Select, Table, and_, case, event, func, insert, inspect, or_, select, update
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine, RowMapping, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
-from sqlmodel import SQLModel, create_engine
+from sqlmodel import create_engine
 
+from trainguard.audit import migrate
+from trainguard.audit.migrate import MigrationReport
 from trainguard.audit.schemas import (
     DESIRED_STATE,
     MAX_PAGE,
@@ -52,8 +54,6 @@ from trainguard.models import (
 )
 
 _MYSQL_NAMES = {"mysql", "mariadb"}
-SCHEMA_LOCK_TIMEOUT_S = 60  # another unit creating the tables holds the lock for well under a second
-SCHEMA_ATTEMPTS = 5
 
 
 class InvalidCursor(ValueError):
@@ -141,34 +141,10 @@ class AuditStore:
         store.create_tables()  # tables a newer version added
         return store
 
-    def create_tables(self) -> None:
-        """Create missing tables. Several units starting at once against an empty database would each
-        see a table missing and create it, and all but one fail (`Table ... already exists`): on
-        MySQL/MariaDB the creation runs under a named lock, one process after another; elsewhere
-        (SQLite) a loser retries and then finds the tables."""
-        tables = list(ALL_TABLES)
-        if self._engine.dialect.name in _MYSQL_NAMES:
-            with self._engine.connect() as conn:
-                lock = f"trainguard_schema_{conn.exec_driver_sql('SELECT DATABASE()').scalar()}"[:64]
-                got = conn.exec_driver_sql("SELECT GET_LOCK(%s, %s)", (lock, SCHEMA_LOCK_TIMEOUT_S)).scalar()
-                if got != 1:
-                    raise OperationalError(
-                        "GET_LOCK", (lock,), Exception(f"no schema lock within {SCHEMA_LOCK_TIMEOUT_S} s")
-                    )
-                try:
-                    SQLModel.metadata.create_all(conn, tables=tables)
-                    conn.commit()
-                finally:
-                    conn.exec_driver_sql("SELECT RELEASE_LOCK(%s)", (lock,))
-            return
-        for attempt in range(SCHEMA_ATTEMPTS):
-            try:
-                SQLModel.metadata.create_all(self._engine, tables=tables)
-                return
-            except OperationalError as err:
-                if "already exists" not in str(err) or attempt == SCHEMA_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
+    def create_tables(self) -> MigrationReport:
+        """Create or upgrade the schema with the Alembic migrations (trainguard/audit/migrate.py), under a
+        lock, so several units starting at once against an empty database take turns."""
+        return migrate.upgrade(self._engine)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -221,32 +197,20 @@ class AuditStore:
         Keyset pagination stays stable while new events arrive, unlike offsets.
         """
         limit = max(1, min(limit, MAX_PAGE))
-        where: list[ColumnElement[bool]] = []
-        for column, value in (
-            (EVENTS.c.workload_key, workload_key),
-            (EVENTS.c.job_id, job_id),
-            (EVENTS.c.attempt, attempt),
-            (EVENTS.c.event_type, _enum_str(event_type)),
-            (EVENTS.c.level, _enum_str(level)),
-            (EVENTS.c.actor, _enum_str(actor)),
-            (EVENTS.c.cluster, cluster),
-        ):
-            if value is not None:
-                where.append(column == value)
-        if since is not None:
-            where.append(EVENTS.c.ts >= since)
-        if until is not None:
-            where.append(EVENTS.c.ts < until)
-        if cursor:
-            c_ts, c_id = decode_cursor(cursor, descending)
-            if descending:
-                where.append(or_(EVENTS.c.ts < c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id < c_id)))
-            else:
-                where.append(or_(EVENTS.c.ts > c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id > c_id)))
-        order = (
-            (EVENTS.c.ts.desc(), EVENTS.c.id.desc()) if descending else (EVENTS.c.ts.asc(), EVENTS.c.id.asc())
+        stmt = events_query(
+            workload_key=workload_key,
+            job_id=job_id,
+            attempt=attempt,
+            event_type=event_type,
+            level=level,
+            actor=actor,
+            cluster=cluster,
+            since=since,
+            until=until,
+            descending=descending,
+            cursor=cursor,
+            limit=limit,
         )
-        stmt = select(EVENTS).where(*where).order_by(*order).limit(limit + 1)
         with self._engine.connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         items = [_event_out(r) for r in rows[:limit]]
@@ -593,6 +557,51 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA busy_timeout=30000")
     finally:
         cursor.close()
+
+
+def events_query(
+    *,
+    workload_key: str | None = None,
+    job_id: str | None = None,
+    attempt: int | None = None,
+    event_type: EventType | str | None = None,
+    level: Level | str | None = None,
+    actor: Actor | str | None = None,
+    cluster: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    descending: bool = False,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> Select[Any]:
+    """The statement behind `AuditStore.list_events` (one page + 1 row), also EXPLAINed by
+    bench/audit_indexes.py and tests/unit/test_audit_indexes.py to prove each filter uses its index."""
+    where: list[ColumnElement[bool]] = []
+    for column, value in (
+        (EVENTS.c.workload_key, workload_key),
+        (EVENTS.c.job_id, job_id),
+        (EVENTS.c.attempt, attempt),
+        (EVENTS.c.event_type, _enum_str(event_type)),
+        (EVENTS.c.level, _enum_str(level)),
+        (EVENTS.c.actor, _enum_str(actor)),
+        (EVENTS.c.cluster, cluster),
+    ):
+        if value is not None:
+            where.append(column == value)
+    if since is not None:
+        where.append(EVENTS.c.ts >= since)
+    if until is not None:
+        where.append(EVENTS.c.ts < until)
+    if cursor:
+        c_ts, c_id = decode_cursor(cursor, descending)
+        if descending:
+            where.append(or_(EVENTS.c.ts < c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id < c_id)))
+        else:
+            where.append(or_(EVENTS.c.ts > c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id > c_id)))
+    order = (
+        (EVENTS.c.ts.desc(), EVENTS.c.id.desc()) if descending else (EVENTS.c.ts.asc(), EVENTS.c.id.asc())
+    )
+    return select(EVENTS).where(*where).order_by(*order).limit(limit + 1)
 
 
 def _enum_str(value: object) -> str | None:

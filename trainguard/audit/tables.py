@@ -1,5 +1,8 @@
 """Audit tables: the only place that knows the relational layout.
 
+Changing a table or index here needs an Alembic revision under trainguard/audit/migrations/versions/;
+tests/unit/test_audit_migrations.py fails when the migrated schema and these tables differ.
+
 Portable between SQLite and MySQL/MariaDB: timestamps are DOUBLE epoch seconds (MySQL's FLOAT is
 single precision and would round a timestamp to minutes), tuples and dicts are JSON text, and every
 indexed string column has an explicit length because MySQL cannot index unbounded text.
@@ -35,12 +38,16 @@ class AuditEventRow(SQLModel, table=True):
         Index("ix_tg_audit_events_workload_ts", "workload_key", "ts", "id"),
         Index("ix_tg_audit_events_job_attempt", "job_id", "attempt"),
         Index("ix_tg_audit_events_ts", "ts", "id"),
+        # the API's filters, each ordered by (ts, id) for keyset pages (migration 0002_api_indexes)
+        Index("ix_tg_audit_events_cluster_ts", "cluster", "ts", "id"),
+        Index("ix_tg_audit_events_type_ts", "event_type", "ts", "id"),
+        Index("ix_tg_audit_events_job_ts", "job_id", "ts", "id"),
         _MYSQL,
     )
 
     id: int | None = Field(default=None, primary_key=True)
     event_id: str = _key()
-    event_type: str = _key(index=True)
+    event_type: str = _key()
     workload_key: str = _key()
     cluster: str = _key()
     job_id: str = _key()
@@ -64,13 +71,15 @@ class AdviceRow(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("advice_id", name="uq_tg_advice_advice_id"),
         Index("ix_tg_advice_workload_ts", "workload_key", "ts"),
+        Index("ix_tg_advice_cluster_ts", "cluster", "ts", "id"),
+        Index("ix_tg_advice_disposition_ts", "disposition", "ts", "id"),
         _MYSQL,
     )
 
     id: int | None = Field(default=None, primary_key=True)
     advice_id: str = _key()
     workload_key: str = _key()
-    cluster: str = _key(index=True)
+    cluster: str = _key()
     job_id: str = _key()
     submit_time: int = 0
     attempt: int = 0
@@ -88,7 +97,7 @@ class AdviceRow(SQLModel, table=True):
     verdict_json: str = _text()
     ts: float = _ts(index=True)
     observed_generation: int | None = Field(default=None, nullable=True)
-    disposition: str = _key(index=True, default="pending")
+    disposition: str = _key(default="pending")
     disposition_reason: str = _text()
     disposition_at: float | None = Field(default=None, sa_column=Column(Double, nullable=True))
 
@@ -98,6 +107,7 @@ class WorkloadRow(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("workload_key", name="uq_tg_workloads_workload_key"),
         Index("ix_tg_workloads_cluster_state", "cluster", "state"),
+        Index("ix_tg_workloads_cluster_updated", "cluster", "updated_at", "id"),
         _MYSQL,
     )
 

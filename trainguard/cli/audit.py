@@ -34,6 +34,23 @@ def register(sub: Any) -> None:
     workloads.add_argument("--json", action="store_true")
     workloads.set_defaults(handler=_workloads)
 
+    prune = audit_sub.add_parser(
+        "prune",
+        help="delete audit rows older than an age (default: audit.retention_days)",
+        description="Deletes events, advice and operator decisions older than the age, and workloads in a "
+        "final state not updated since; records an audit_pruned event. The control worker does the same "
+        "every audit.prune_interval_s when audit.retention_days is set.",
+    )
+    prune.add_argument("--older-than", metavar="AGE", help="90d, 12h, 2w (default: retention_days)")
+    prune.set_defaults(handler=_prune)
+
+    mig = audit_sub.add_parser(
+        "migrate",
+        help="upgrade the audit store's schema to this release (also done when a unit opens it)",
+    )
+    mig.add_argument("--status", action="store_true", help="only print the current and newest revision")
+    mig.set_defaults(handler=_migrate)
+
 
 def _store(args: argparse.Namespace) -> AuditStore:
     from trainguard.cli import settings_from
@@ -111,3 +128,51 @@ def _workloads(args: argparse.Namespace) -> int:
         return 0
     finally:
         store.close()
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from trainguard.audit.retention import parse_age, prune
+    from trainguard.cli import settings_from
+
+    settings = settings_from(args)
+    try:
+        if args.older_than:
+            age = parse_age(args.older_than)
+        elif settings.audit.retention_days > 0:
+            age = settings.audit.retention_days * 86400
+        else:
+            print("trainguard: give --older-than or set audit.retention_days", file=sys.stderr)
+            return 2
+    except ValueError as err:
+        print(f"trainguard: {err}", file=sys.stderr)
+        return 2
+    store = AuditStore.open_existing(settings.audit.url)
+    try:
+        result = prune(store, older_than_s=age, source="trainguard audit prune")
+    finally:
+        store.close()
+    counts = ", ".join(f"{k}={v}" for k, v in result.deleted.items())
+    print(f"deleted rows older than {_fmt_ts(result.cutoff)}: {counts}")
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from sqlalchemy import create_engine
+
+    from trainguard.audit import migrate
+    from trainguard.cli import settings_from
+
+    engine = create_engine(settings_from(args).audit.url)
+    try:
+        if args.status:
+            print(f"current: {migrate.current_revision(engine) or '(none)'}  head: {migrate.head_revision()}")
+            return 0
+        report = migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    if not report.changed:
+        print(f"audit store already at {report.after}")
+    else:
+        stamped = " (created before migrations: stamped at the baseline first)" if report.stamped else ""
+        print(f"audit store upgraded {report.before or '(empty)'} -> {report.after}{stamped}")
+    return 0
