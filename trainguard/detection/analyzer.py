@@ -195,7 +195,7 @@ class LogAnalyzer:
             return
         event = checkpoint_event(line, self._config)
         if event is not None:
-            self._tracker.on_checkpoint(event, now)
+            self._tracker.on_checkpoint(event.starting, now, event.iteration)
 
     def _finding(
         self,

@@ -17,27 +17,43 @@ from pydantic import BaseModel, ConfigDict, Field
 from trainguard.models import Attribution, Category, Finding, FindingSource, ProgressState, clip
 
 # Named groups: iter, total, step_ms, step_s, rate_its (it/s), rate_sit (s/it). All optional.
+# Each default is tested on a real line with its source in tests/unit/test_progress_real_lines.py.
 DEFAULT_PROGRESS_PATTERNS: tuple[str, ...] = (
     # NeMo 2 / Megatron-core style
     r"iteration\s+(?P<iter>\d+)\s*/\s*(?P<total>\d+)\s*\|.*?train_step_timing in s:\s*(?P<step_s>[\d.]+)",
-    # Megatron-LM / Megatron-DeepSpeed
+    # Megatron-LM / Megatron-DeepSpeed (and NeMo 2 without step timing)
     r"iteration\s+(?P<iter>\d+)\s*/\s*(?P<total>\d+)\s*\|(?:.*?elapsed time per iteration \(ms\):\s*"
     r"(?P<step_ms>[\d.]+)|.*?elapsed time per iteration \(s\):\s*(?P<step_s2>[\d.]+))?",
     # tqdm, PyTorch Lightning and NeMo progress bars, HF Trainer's bar
     r"(?P<iter>\d+)/(?P<total>\d+)\s*\[[\d:]+<[\d:?]+,\s*(?:(?P<rate_its>[\d.]+)\s*it/s|(?P<rate_sit>[\d.]+)\s*s/it)",
     # Hugging Face Trainer's logged dicts
     r"\{'loss': [-+\d.einaf]+,.*'epoch': [\d.]+",
-    # DeepSpeed engine
+    # DeepSpeed engine: wall-clock breakdown line, and log_dist's per-step line
     r"steps:\s*(?P<iter>\d+)\s+loss:.*?iter time \(s\):\s*(?P<step_s>[\d.]+)",
-    # torchtitan
+    r"\[Rank \d+\] step=(?P<iter>\d+), skipped=\d+",
+    # torchtitan (its colours are stripped before matching)
     r"step:\s*(?P<iter>\d+)\s+loss:",
+    # a plain training loop: `step 28/600 loss 0.6568 lr 5.33e-04 (0.52 s/it)`
+    r"\b[Ss]tep\s+(?P<iter>\d+)\s*/\s*(?P<total>\d+)\b.*?\bloss\b(?:.*?\(?(?P<rate_sit>[\d.]+)\s*s/it)?",
 )
-DEFAULT_PROGRESS_KEYWORDS: tuple[str, ...] = ("iteration", "it/s", "s/it", "'loss':", "step:", "steps:")
+DEFAULT_PROGRESS_KEYWORDS: tuple[str, ...] = (
+    "iteration",
+    "it/s",
+    "s/it",
+    "'loss':",
+    "step:",
+    "steps:",
+    "step=",
+    "loss",
+)
 DEFAULT_CHECKPOINT_START: tuple[str, ...] = (
     r"[Ss]aving (model )?checkpoint",
     r"[Ll]oading (model )?checkpoint",
     r"[Ss]aving model (checkpoint|state|to)",
     r"save_checkpoint",
+    r"(?:Saving|Loading) the checkpoint",  # torchtitan
+    r"is about to be saved",  # DeepSpeed
+    r"Restoring states from the checkpoint",  # Lightning
 )
 DEFAULT_CHECKPOINT_END: tuple[str, ...] = (
     r"successfully (saved|loaded) checkpoint",
@@ -45,6 +61,20 @@ DEFAULT_CHECKPOINT_END: tuple[str, ...] = (
     r"[Cc]heckpoint saved",
     r"save-checkpoint:\s*[\d.]+",
     r"[Ll]oaded checkpoint",
+    r"[Rr]esumed from",
+    r"Finished (?:saving|loading) the checkpoint",  # torchtitan
+    r"Checkpoint \S+ is ready now",  # DeepSpeed
+    r"Restored all states from the checkpoint",  # Lightning
+)
+# A line that names the iteration of a complete checkpoint (one saved, or one being loaded: only a
+# complete checkpoint can be loaded). Group `ckpt` is the iteration. Credited even without a start line.
+DEFAULT_CHECKPOINT_ITERATION: tuple[str, ...] = (
+    r"(?:[Ss]aved|[Ll]oaded) checkpoint (?:from |at |to )?(?:step|iteration)\s+(?P<ckpt>\d+)",
+    r"[Ll]oad(?:ed|ing) checkpoint from \S+ (?:\[.*?\] )?at iteration\s+(?P<ckpt>\d+)",
+    r"[Rr]esum(?:ed|ing) (?:training )?from (?:step|iteration|global step)\s+(?P<ckpt>\d+)",
+    r"Loading the checkpoint at step (?P<ckpt>\d+)",  # torchtitan
+    r"Checkpoint global_step(?P<ckpt>\d+) is ready now",  # DeepSpeed
+    r"Continuing training from global step (?P<ckpt>\d+)",  # HF Trainer
 )
 DEFAULT_CHECKPOINT_KEYWORDS: tuple[str, ...] = (
     "aving checkpoint",
@@ -56,7 +86,14 @@ DEFAULT_CHECKPOINT_KEYWORDS: tuple[str, ...] = (
     "heckpoint saved",
     "save-checkpoint",
     "save_checkpoint",
+    "esumed from",
+    "esuming from",
+    "the checkpoint",
+    "is ready now",
+    "is about to be saved",
+    "from global step",
 )
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class ProgressConfig(BaseModel):
@@ -68,6 +105,7 @@ class ProgressConfig(BaseModel):
     keywords: tuple[str, ...] = DEFAULT_PROGRESS_KEYWORDS  # prefilter: a progress line holds one
     checkpoint_start: tuple[str, ...] = DEFAULT_CHECKPOINT_START
     checkpoint_end: tuple[str, ...] = DEFAULT_CHECKPOINT_END
+    checkpoint_iteration: tuple[str, ...] = DEFAULT_CHECKPOINT_ITERATION
     checkpoint_keywords: tuple[str, ...] = DEFAULT_CHECKPOINT_KEYWORDS
     hang_factor: float = Field(default=10.0, gt=1)  # k x the observed interval between progress lines
     hang_floor_s: float = Field(default=180.0, gt=0)
@@ -88,6 +126,7 @@ class ProgressConfig(BaseModel):
             patterns=tuple(re.compile(p) for p in self.patterns),
             checkpoint_start=re.compile("|".join(f"(?:{p})" for p in self.checkpoint_start)),
             checkpoint_end=re.compile("|".join(f"(?:{p})" for p in self.checkpoint_end)),
+            checkpoint_iteration=tuple(re.compile(p) for p in self.checkpoint_iteration),
         )
 
     @property
@@ -100,6 +139,7 @@ class CompiledProgress:
     patterns: tuple[re.Pattern[str], ...]
     checkpoint_start: re.Pattern[str]
     checkpoint_end: re.Pattern[str]
+    checkpoint_iteration: tuple[re.Pattern[str], ...]
 
 
 @dataclass(frozen=True)
@@ -123,6 +163,8 @@ def parse_progress(line: str, config: ProgressConfig) -> ProgressLine | None:
     # tqdm redraws with carriage returns; the last frame is the current one.
     if "\r" in line:
         line = next((seg for seg in reversed(line.split("\r")) if seg.strip()), "")
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
     for rx in config.compiled.patterns:
         m = rx.search(line)
         if m is None:
@@ -143,13 +185,29 @@ def parse_progress(line: str, config: ProgressConfig) -> ProgressLine | None:
     return None
 
 
-def checkpoint_event(line: str, config: ProgressConfig) -> bool | None:
-    """True when a checkpoint save/load starts on this line, False when one ends, else None."""
-    if config.compiled.checkpoint_end.search(line):
-        return False
-    if config.compiled.checkpoint_start.search(line):
-        return True
-    return None
+@dataclass(frozen=True)
+class CheckpointEvent:
+    starting: bool | None  # True: a save/load starts; False: one ended; None: neither
+    iteration: int | None  # the iteration of a complete checkpoint this line names
+
+
+def checkpoint_event(line: str, config: ProgressConfig) -> CheckpointEvent | None:
+    """What a checkpoint line says, or None when it says nothing about checkpoints."""
+    compiled = config.compiled
+    iteration: int | None = None
+    for rx in compiled.checkpoint_iteration:
+        m = rx.search(line)
+        if m is not None:
+            iteration = int(m.group("ckpt"))
+            break
+    starting: bool | None = None
+    if compiled.checkpoint_end.search(line):
+        starting = False
+    elif compiled.checkpoint_start.search(line):
+        starting = True
+    if starting is None and iteration is None:
+        return None
+    return CheckpointEvent(starting=starting, iteration=iteration)
 
 
 def _median(values: Sequence[float]) -> float:
@@ -193,14 +251,20 @@ class ProgressTracker:
             straggling=self.straggling,
         )
 
-    def on_checkpoint(self, starting: bool, now: float) -> None:
+    def on_checkpoint(self, starting: bool | None, now: float, iteration: int | None = None) -> None:
+        """A checkpoint line: a start gives the hang detector more slack; an end, or a line naming a
+        complete checkpoint's iteration, credits that checkpoint (a save-end line without an iteration
+        credits the last iteration seen, whether or not its start line was recognised)."""
+        if iteration is not None:
+            self.last_checkpoint_iteration = iteration
         if starting and not self.in_checkpoint:
             self.in_checkpoint = True
             self.checkpoint_started_at = now
-        elif not starting and self.in_checkpoint:
+        elif starting is False:
             self.in_checkpoint = False
             self.checkpoint_started_at = None
-            self.last_checkpoint_iteration = self.last_iteration
+            if iteration is None and self.last_iteration is not None:
+                self.last_checkpoint_iteration = self.last_iteration
 
     def on_progress(self, p: ProgressLine, now: float, line: str = "") -> Finding | None:
         """Record one progress line; returns a straggler finding when a slowdown becomes sustained."""
