@@ -47,6 +47,8 @@ FINISHED = {
     "BOOT_FAIL",
     "DEADLINE",
 }
+# Signatures that only say a peer went away; alone they wait for Slurm's verdict on the nodes.
+PEER_LOSS_PATTERNS = frozenset({"gloo_peer_lost", "nccl_remote_error"})
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 GpuProbe = Callable[[Sequence[str]], Awaitable[list[Finding]]]
 
@@ -73,8 +75,10 @@ class JobWatcher:
         gpu_probe: GpuProbe | None = None,
         gpu_interval_s: float = 15.0,
         progress_config: ProgressConfig | None = None,
+        peer_loss_wait_s: float = 120.0,
     ) -> None:
         self.progress_config = progress_config
+        self.peer_loss_wait_s = peer_loss_wait_s
         self.client = client
         self.cache = cache
         self.sources = sources
@@ -142,7 +146,7 @@ class JobWatcher:
                 stdout_path = (full.stdout_path if full else "") or job.stdout_path
             if analyzer is None:
                 analyzer = LogAnalyzer(
-                    progress, config=self.progress_config, node_of_rank=_rank_to_node(job.nodes)
+                    progress, config=self.progress_config, node_of_rank=_rank_to_node(job)
                 )
             progress_before = analyzer.progress_lines
             if stdout_path:
@@ -178,7 +182,10 @@ class JobWatcher:
                 # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)
-            if state.settle_until is not None and (now >= state.settle_until or job.state in FINISHED):
+            settled = state.settle_until is not None and (now >= state.settle_until or job.state in FINISHED)
+            if settled and self._awaiting_slurm(state, now):
+                settled = False
+            if settled:
                 fatal = any(f.fatal for f in state.findings)
                 return result(ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER, job)
             if state.settle_until is None:
@@ -210,6 +217,18 @@ class JobWatcher:
                 )
             await asyncio.sleep(inp.poll_interval_s)
 
+    def _awaiting_slurm(self, state: _Progress, now: float) -> bool:
+        """True while every fatal finding is a cascade and one says a peer was lost: the peer's node
+        may have died, which only Slurm can tell (its node state or NODE_FAIL arrives as a scheduler
+        finding, which ends the wait). Bounded by peer_loss_wait_s from the first signal."""
+        fatal = [f for f in state.findings if f.fatal]
+        if not fatal or any(not f.cascade for f in fatal):
+            return False
+        if not any(f.pattern_id in PEER_LOSS_PATTERNS for f in fatal):
+            return False
+        started = state.first_signal_at if state.first_signal_at is not None else now
+        return now < started + self.peer_loss_wait_s
+
     @staticmethod
     def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:
         relevant = [f for f in found if f.fatal or f.category.value == "straggler"]
@@ -235,11 +254,29 @@ def _usable_nodes(nodes: dict[str, NodeSnapshot]) -> tuple[str, ...]:
     return tuple(sorted(name for name, node in nodes.items() if usable(node)))
 
 
-def _rank_to_node(nodes: tuple[str, ...]) -> Callable[[int], str | None]:
-    """One task per node (srun's default block layout for our jobs): rank r runs on the r-th node."""
+def _rank_to_node(job: JobSnapshot) -> Callable[[int], str | None]:
+    """Slurm's default block distribution of the allocation's tasks (srun, one task per rank): the first
+    node runs ranks 0..k-1, the next k.., where k is the tasks on that node (Slurm gives the first nodes
+    one more when the count does not divide). With the task count unknown, one task per node.
+    torchrun numbers its workers itself, so under torchrun this is a guess; lines that name their node
+    (srun's errors, NCCL's host prefixes) come first in the analyzer."""
+    nodes = job.nodes
+    tasks = job.num_tasks if job.num_tasks >= len(nodes) else len(nodes)
+    bounds: list[int] = []
+    if nodes:
+        base, extra = divmod(tasks, len(nodes))
+        total = 0
+        for i in range(len(nodes)):
+            total += base + (1 if i < extra else 0)
+            bounds.append(total)
 
     def lookup(rank: int) -> str | None:
-        return nodes[rank] if 0 <= rank < len(nodes) else None
+        if rank < 0:
+            return None
+        for node, end in zip(nodes, bounds, strict=True):
+            if rank < end:
+                return node
+        return None
 
     return lookup
 

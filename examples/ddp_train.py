@@ -108,7 +108,7 @@ def main() -> int:
     found = newest_checkpoint(ckpt_dir)
     if found is not None:
         state = torch.load(found[1], map_location="cpu", weights_only=True)
-        model.load_state_dict(state["model"])
+        model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["optim"])
         start = int(state["step"])
         for _ in range(start):

@@ -136,6 +136,7 @@ class JobSnapshot(Frozen):
     array_job_id: str | None = None
     array_task_id: str | None = None
     num_nodes: int = 0
+    num_tasks: int = 0  # tasks of the allocation (ranks under srun); 0 when Slurm did not say
     user: str = ""
     partition: str = ""
 

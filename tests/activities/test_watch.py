@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from activities.snapshot_cache import SnapshotCache
-from activities.watch import JobWatcher
+from activities.watch import JobWatcher, _rank_to_node
 from trainguard import contracts as c
 from trainguard.logsources.base import LogChunk
 from trainguard.models import (
@@ -156,3 +159,79 @@ async def test_a_restarted_attempt_reports_its_first_progress_line() -> None:
     result = await watcher(world).watch(inp(phase=phase, last_job=running(restart_count=1)), lambda *a: None)
     assert result.observation.kind == ObservationKind.PROGRESS
     assert result.observation.progress.last_iteration == 21
+
+
+# -- real PyTorch gloo output (captured from examples/ddp_train.py on the local cluster) -----------------
+
+_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytorch"
+
+
+def _node_death_cascade() -> bytes:
+    """The first attempt of a 2x2 DDP job whose node2 died: survivors' gloo errors, srun's teardown,
+    but not yet srun's "Node failure" line (Slurm had not decided)."""
+    data = (_FIXTURES / "srun_node2_killed.out").read_bytes()
+    return data[: data.index(b"srun: error: Node failure")]
+
+
+async def test_a_peer_loss_cascade_waits_for_slurms_verdict_on_the_node() -> None:
+    world = World(job=running(num_tasks=4))
+    world.nodes = (NodeSnapshot(name="node1", state="allocated"), NodeSnapshot(name="node2", state="allocated"))
+    world.log += _node_death_cascade()
+
+    async def slurm_decides() -> None:
+        await asyncio.sleep(0.4)
+        world.nodes = (
+            NodeSnapshot(name="node1", state="allocated"),
+            NodeSnapshot(name="node2", state="down", flags=("NOT_RESPONDING",)),
+        )
+
+    decider = asyncio.create_task(slurm_decides())
+    result = await watcher(world, peer_loss_wait_s=10.0).watch(inp(slice_s=20.0), lambda *a: None)
+    await decider
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE
+    down = [f for f in obs.findings if f.category == Category.SLURM_NODE_FAILURE]
+    assert down and down[0].nodes == ("node2",)
+    # the survivors' cascade lines do not implicate the survivors' node
+    peer = [f for f in obs.findings if f.pattern_id == "gloo_peer_lost"]
+    assert peer and all(f.nodes == () for f in peer)
+
+
+async def test_a_peer_loss_wait_is_bounded() -> None:
+    world = World(job=running(num_tasks=4))
+    world.nodes = (NodeSnapshot(name="node1", state="allocated"), NodeSnapshot(name="node2", state="allocated"))
+    world.log += _node_death_cascade()
+    started = time.monotonic()
+    result = await watcher(world, peer_loss_wait_s=0.3).watch(inp(slice_s=20.0), lambda *a: None)
+    waited = time.monotonic() - started
+    assert result.observation.kind == ObservationKind.FAILURE
+    assert 0.3 <= waited < 5.0
+    assert all(f.cascade for f in result.observation.findings if f.fatal)
+
+
+async def test_an_initiating_error_does_not_wait_for_slurm() -> None:
+    world = World(job=running(num_tasks=4))
+    world.log += _node_death_cascade() + b"[rank2]: ValueError: bad sample in batch at step 9\n"
+    started = time.monotonic()
+    result = await watcher(world, peer_loss_wait_s=30.0).watch(inp(slice_s=20.0), lambda *a: None)
+    assert time.monotonic() - started < 5.0
+    assert result.observation.kind == ObservationKind.FAILURE
+
+
+def test_ranks_map_to_nodes_by_slurms_block_distribution() -> None:
+    two_per_node = _rank_to_node(running(nodes=("node1", "node2"), num_tasks=4))
+    assert [two_per_node(r) for r in range(5)] == ["node1", "node1", "node2", "node2", None]
+    uneven = _rank_to_node(running(nodes=("a", "b"), num_tasks=3))
+    assert [uneven(r) for r in range(3)] == ["a", "a", "b"]
+    unknown = _rank_to_node(running(nodes=("a", "b")))
+    assert [unknown(r) for r in (-1, 0, 1, 2)] == [None, "a", "b", None]
+
+
+async def test_a_rank_only_error_names_that_ranks_node_with_two_ranks_per_node() -> None:
+    world = World(job=running(num_tasks=4))
+    world.log += (
+        b"[rank3]: Traceback (most recent call last):\n"
+        b"[rank3]: torch.cuda.CudaError: CUDA error: uncorrectable ECC error encountered\n"
+    )
+    result = await watcher(world).watch(inp(), lambda *a: None)
+    assert any(f.rank == 3 and f.nodes == ("node2",) for f in result.observation.findings)

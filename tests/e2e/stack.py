@@ -63,7 +63,9 @@ def make_settings(
             snapshot_interval_s=0.5,
         ),
         audit=AuditSettings(url=audit_url),
-        watch=WatchSettings(poll_interval_s=0.5, slice_s=120.0, heartbeat_timeout_s=10.0, hang_floor_s=4.0),
+        watch=WatchSettings(
+            poll_interval_s=0.5, slice_s=120.0, heartbeat_timeout_s=10.0, hang_floor_s=4.0, peer_loss_wait_s=30.0
+        ),
         watchdog=WatchdogSettings(decision_timeout_s=decision_timeout_s),
     )
 

@@ -221,7 +221,9 @@ class LogAnalyzer:
                 nodes.append(self._root_cause_host)
             if rank is None:
                 rank = self._root_cause_rank
-        if rank is not None and not nodes and self._node_of_rank is not None:
+        # A cascade line (a survivor reporting a lost peer, a watchdog timeout) is printed where the
+        # symptom was seen: its rank's node is a survivor, not the cause, so it implicates no node.
+        if rank is not None and not nodes and self._node_of_rank is not None and not sig.cascade:
             mapped = self._node_of_rank(rank)
             if mapped:
                 nodes.append(mapped)

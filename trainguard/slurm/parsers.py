@@ -66,6 +66,18 @@ def _get(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], defaul
     return value
 
 
+def _task_count(value: Any) -> int:
+    """A task count as squeue (int, or {"set", "number"} in newer data_parser versions) or scontrol
+    (text) gives it; 0 when unknown. Only used to map ranks to nodes, so it never fails a parse."""
+    if isinstance(value, dict):
+        value = value.get("number") if value.get("set", True) else None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value >= NO_VAL:
+        return 0
+    return value
+
+
 def _time(value: int) -> int:
     return 0 if value < 0 or value >= NO_VAL else value
 
@@ -213,6 +225,7 @@ def _job_from_json(item: Any) -> JobSnapshot:
         array_job_id=array_job_id,
         array_task_id=array_task_id,
         num_nodes=max(0, _get(item, "node_count", int, len(nodes))),
+        num_tasks=_task_count(item.get("tasks")),
         user=user,
         partition=_get(item, "partition", str, ""),
     )
@@ -532,6 +545,7 @@ def _job_from_scontrol(fields: dict[str, str]) -> JobSnapshot:
         array_job_id=array_job_id,
         array_task_id=fields.get("ArrayTaskId") or None,
         num_nodes=_scontrol_int(num_nodes_text, "NumNodes") if num_nodes_text else len(nodes),
+        num_tasks=_task_count(fields.get("NumTasks")),
         user=user,
         partition=fields.get("Partition", ""),
     )
