@@ -39,6 +39,7 @@ class Category(StrEnum):
     PYTHON_EXCEPTION = "python_exception"
     SEGFAULT = "segfault"
     KILLED_OOM_HOST = "killed_oom_host"
+    SIGNAL_KILL = "signal_kill"  # killed by a signal with no OOM evidence: who sent it is not known
     HANG = "hang"
     DATA_LOADER = "data_loader"
     STORAGE_IO = "storage_io"
@@ -53,6 +54,7 @@ class Attribution(StrEnum):
     SYSTEM_SOFTWARE = "system_software"
     APPLICATION = "application"
     INFRASTRUCTURE = "infrastructure"
+    UNKNOWN = "unknown"  # a failure whose cause the evidence does not name (e.g. an outside SIGKILL)
     NONE = "none"
 
 

@@ -91,7 +91,7 @@ def test_torchelastic_root_cause_block_names_the_host() -> None:
     )
     out = LogAnalyzer().feed(block, now=0.0)
     assert out and all(f.nodes == ("node-17",) for f in out)
-    assert out[0].category == Category.KILLED_OOM_HOST and out[0].rank == 5
+    assert out[0].category == Category.SIGNAL_KILL and out[0].rank == 5
 
 
 def test_progress_state_resumes_across_analyzers() -> None:

@@ -23,6 +23,7 @@ def test_catalog_covers_the_required_families() -> None:
         "python_exception",
         "segfault",
         "killed_oom_host",
+        "signal_kill",
         "data_loader",
         "storage_io",
         "slurm_node_failure",

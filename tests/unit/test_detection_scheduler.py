@@ -28,8 +28,12 @@ def test_job_states_map_to_categories() -> None:
 
 def test_failed_exit_signals() -> None:
     (kill,) = scheduler_findings(job(state="FAILED", exit_code=0, exit_signal=9), {})
-    assert kill.category == Category.KILLED_OOM_HOST and "SIGKILL" in kill.line
-    (oom,) = scheduler_findings(job(state="FAILED", exit_code=137), {})
+    # A SIGKILL is a signal kill, not an OOM, unless Slurm says OUT_OF_MEMORY (issue 10, clause 5).
+    assert kill.category == Category.SIGNAL_KILL and "SIGKILL" in kill.line
+    assert kill.attribution == Attribution.UNKNOWN
+    (by_code,) = scheduler_findings(job(state="FAILED", exit_code=137), {})
+    assert by_code.category == Category.SIGNAL_KILL
+    (oom,) = scheduler_findings(job(state="OUT_OF_MEMORY", exit_code=0, exit_signal=9), {})
     assert oom.category == Category.KILLED_OOM_HOST
     (segv,) = scheduler_findings(job(state="FAILED", exit_code=0, exit_signal=11), {})
     assert segv.category == Category.SEGFAULT

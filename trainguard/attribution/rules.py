@@ -7,18 +7,40 @@ The first failure decides, not the loudest. Among the fatal findings:
    limit, OOM killer) explains the application-level errors it causes, and a specific error beats a
    generic traceback line;
 3. inside that class the earliest finding (time, then byte offset in the log) decides.
+
+Knowing the job narrows the evidence first: findings that name only hosts outside its allocation are set
+aside, host names are spelled as Slurm spells them, and while the job is RUNNING only evidence that shows
+it failing (trainguard.detection.severity) can make the verdict fatal; the rest is recorded and watched.
+
+Every verdict carries a confidence: platform verdicts 0.9, specific errors 0.8, generic ones 0.6, a
+bare signal kill 0.5, and cascades alone (a NCCL watchdog timeout with nothing that decides it) 0.45.
+Corroboration by a second finding of the same category adds 0.05. The policy excludes no node on a
+verdict below its `exclude_min_confidence`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 
+from trainguard.detection.severity import (
+    job_is_running,
+    shows_running_job_failing,
+    slurm_names,
+    split_by_allocation,
+)
 from trainguard.models import Attribution, Category, Finding, JobSnapshot, Verdict, clip
 
 MAX_EVIDENCE = 5
 
 _CONFIDENCE = {3: 0.9, 2: 0.8, 1: 0.6}
+CASCADE_ONLY_CONFIDENCE = 0.45
+SIGNAL_KILL_CONFIDENCE = 0.5
+WATCHED_CONFIDENCE = 0.6
+_WORK = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>[A-Z_]+)")
+# Newer PyTorch names the process group: `[PG 0 Rank 3]`, `[PG ID 0 PG GUID 0(default_pg) Rank 3]`.
+_PG_RANK = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)[^\]]*?Rank (?P<rank>\d+)\]")
 _NODE_CATEGORIES = {
     Category.GPU_HARDWARE,
     Category.INTERCONNECT,
@@ -83,6 +105,40 @@ def _evidence(decider: Finding, others: Sequence[Finding]) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def _mismatched_collectives(cascades: Sequence[Finding]) -> tuple[str, ...]:
+    """Watchdog timeouts that name different collectives (sequence number or op type) across ranks:
+    the ranks were not in the same collective, which is the program's doing, not the network's."""
+    # Only lines that name their process group compare: one rank runs several groups with their own
+    # sequence numbers, so without the group id different numbers prove nothing.
+    by_group: dict[str, dict[str, tuple[str, str]]] = {}
+    for f in cascades:
+        if f.category != Category.NCCL_TIMEOUT:
+            continue
+        work, where = _WORK.search(f.line), _PG_RANK.search(f.line)
+        if work and where:
+            ranks = by_group.setdefault(where.group("pg"), {})
+            ranks.setdefault(where.group("rank"), (work.group("seq"), work.group("op")))
+    for ranks in by_group.values():
+        works = dict.fromkeys(ranks.values())
+        if len(works) > 1:
+            return tuple(f"SeqNum={seq} {op}" for seq, op in works)
+    return ()
+
+
+def _watched(findings: Sequence[Finding], why: str) -> Verdict:
+    fatal = sorted((f for f in findings if f.fatal), key=order_key)
+    first = fatal[0] if fatal else None
+    return Verdict(
+        category=first.category if first else Category.HEALTHY,
+        attribution=Attribution.NONE,
+        fatal=False,
+        confidence=WATCHED_CONFIDENCE,
+        evidence=_evidence(first, fatal[1:]) if first else (),
+        summary=clip(why, 300),
+        pattern_ids=tuple(dict.fromkeys(f.pattern_id for f in fatal)),
+    )
+
+
 def attribute(
     findings: Sequence[Finding],
     job: JobSnapshot | None = None,
@@ -92,6 +148,18 @@ def attribute(
 ) -> Verdict:
     if node_of_rank is None and job is not None and tasks_per_node:
         node_of_rank = block_layout(job, tasks_per_node)
+    own, foreign = split_by_allocation(findings, job)
+    findings = [slurm_names(f, job) for f in own]
+    if job_is_running(job) and any(f.fatal for f in findings):
+        if not any(shows_running_job_failing(f, job) for f in findings):
+            outside = f"; {len(foreign)} finding(s) naming hosts outside the job set aside" if foreign else ""
+            return _watched(
+                findings,
+                "recorded and watched: the job is RUNNING and no evidence shows it failing (it has not "
+                "stopped, its progress has not stopped, no hardware-grade error on its own nodes)" + outside,
+            )
+    elif job_is_running(job) and foreign and not findings:
+        return _watched(foreign, f"{len(foreign)} finding(s) name only hosts outside the job: set aside")
     fatal = [f for f in findings if f.fatal]
     if not fatal:
         slow = sorted((f for f in findings if f.category == Category.STRAGGLER), key=order_key)
@@ -112,18 +180,29 @@ def attribute(
     pool = initiating or fatal
     top = max(f.priority for f in pool)
     decider = min((f for f in pool if f.priority == top), key=order_key)
-    confidence = _CONFIDENCE.get(top, 0.6) if initiating else 0.45
+    attribution = decider.attribution
+    confidence = _CONFIDENCE.get(top, 0.6) if initiating else CASCADE_ONLY_CONFIDENCE
+    if decider.category == Category.SIGNAL_KILL:
+        confidence = SIGNAL_KILL_CONFIDENCE
     if sum(1 for f in fatal if f.category == decider.category) > 1:
         confidence = min(0.95, confidence + 0.05)
     others = [f for f in fatal if f is not decider]
     cascades = sum(1 for f in fatal if f.cascade)
     where = f" line {decider.line_no}" if decider.line_no else ""
     summary = f"{decider.category.value} ({decider.attribution.value}) from {decider.pattern_id}{where}"
+    if decider.category == Category.SIGNAL_KILL:
+        summary = f"signal kill (SIGKILL) with no OOM evidence, cause unknown, from {decider.pattern_id}{where}"
+    mismatch = () if initiating else _mismatched_collectives(fatal)
+    if mismatch:
+        attribution, confidence = Attribution.APPLICATION, 0.7
+        summary += f"; ranks timed out in different collectives ({', '.join(mismatch[:4])}): the program's"
     if cascades and initiating:
         summary += f"; {cascades} cascade finding(s) set aside"
+    if foreign:
+        summary += f"; {len(foreign)} finding(s) naming hosts outside the job set aside"
     return Verdict(
         category=decider.category,
-        attribution=decider.attribution,
+        attribution=attribution,
         fatal=True,
         confidence=round(confidence, 2),
         nodes=_implicated(decider, fatal, node_of_rank),

@@ -12,8 +12,10 @@ from collections.abc import Callable
 
 from trainguard.detection.catalog import Catalog, load_catalog
 from trainguard.detection.locate import locate, valid_node_name
+from trainguard.detection.normalize import Normalized, normalize
 from trainguard.detection.prefilter import Prefilter
 from trainguard.detection.progress import ProgressConfig, ProgressTracker, checkpoint_event, parse_progress
+from trainguard.detection.severity import benign_occurrence
 from trainguard.models import Finding, FindingSource, ProgressState, clip
 
 MAX_LINE_BYTES = 64 * 1024
@@ -25,7 +27,8 @@ MAX_FINDINGS_PER_FEED = 500
 
 _TRACEBACK = "Traceback (most recent call last)"
 _ROOT_CAUSE = "Root Cause (first observed failure)"
-_EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE)
+_ANSI = "\x1b["  # a coloured line may split a keyword: such lines are matched after normalising
+_EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE, _ANSI)
 _ROOT_HOST = re.compile(r"^\s*(?:\[\d+\]:?\s*)?host\s*:\s*(?P<host>\S+)\s*$")
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
 
@@ -158,8 +161,9 @@ class LogAnalyzer:
     def _line(self, raw: bytes, line_no: int, offset: int, now: float, out: list[Finding]) -> None:
         if len(raw) > MAX_LINE_BYTES:
             raw = raw[:MAX_LINE_BYTES]
-        present = self._prefilter.present(raw)
         line = raw.decode("utf-8", errors="replace")
+        norm = normalize(line)
+        present = self._prefilter.present(norm.text.encode("utf-8") if _ANSI in line else raw)
         if _TRACEBACK in line:
             self._last_traceback = line_no
         if _ROOT_CAUSE in line:
@@ -174,13 +178,15 @@ class LogAnalyzer:
             if r:
                 self._root_cause_rank = int(r.group("rank"))
         candidates = sorted({i for k in present for i in self._kw_sigs[k]})
-        m = self._catalog.match_line(line, candidates) if candidates else None
+        m = self._catalog.match_line(norm.text, candidates) if candidates else None
         if m is not None:
             sig = m.signature
             tb = self._last_traceback
             recent_tb = tb is not None and line_no - tb <= TRACEBACK_WINDOW_LINES
-            if sig.fatal and not (sig.requires_traceback and not recent_tb):
-                self._finding(m.signature.id, line, line_no, offset, now, m.groups, out)
+            # A retried, caught or warned-about error is not a failure (the job carries on).
+            benign = benign_occurrence(norm.text, sig.category, sig.priority)
+            if sig.fatal and not benign and not (sig.requires_traceback and not recent_tb):
+                self._finding(m.signature.id, line, norm, line_no, offset, now, m.groups, out)
             return
         if any(self._kw_progress[k] for k in present):
             self._progress(line, now, out)
@@ -201,6 +207,7 @@ class LogAnalyzer:
         self,
         sig_id: str,
         line: str,
+        norm: Normalized,
         line_no: int,
         offset: int,
         now: float,
@@ -210,7 +217,7 @@ class LogAnalyzer:
         sig = self._catalog.get(sig_id)
         if sig is None:
             return
-        loc = locate(line)
+        loc = locate(line, norm)
         nodes = list(loc.nodes)
         node = groups.get("node")
         if node and valid_node_name(node) and node not in nodes:

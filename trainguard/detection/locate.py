@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from trainguard.detection.normalize import Normalized, normalize
+
 # NCCL and PyTorch's c10d: `host:pid:tid [gpu] NCCL ...`, possibly after a launcher label.
 _NCCL_PREFIX = re.compile(
     r"^(?:\S{0,24}?:\s*)?(?P<host>[A-Za-z][A-Za-z0-9_.-]*):(?P<pid>\d+):(?P<tid>\d+) \[\d+\]"
@@ -23,6 +25,9 @@ _HOST_PREFIX = re.compile(
     r"(?:NVRM|kernel|nvidia|mlx5|Xid|pcieport)"
 )
 _VALID_HOST = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
+# Loopback names are where a process ran, not which node: torchrun's root-cause block says
+# `host: localhost` on every single-node run.
+_LOOPBACK = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
 @dataclass(frozen=True)
@@ -32,20 +37,29 @@ class Location:
 
 
 def valid_node_name(name: str) -> bool:
-    return bool(_VALID_HOST.match(name))
+    return bool(_VALID_HOST.match(name)) and name.lower() not in _LOOPBACK
 
 
-def locate(line: str) -> Location:
+def locate(line: str, norm: Normalized | None = None) -> Location:
+    """Host and rank of a line: from the collector/launcher prefixes first, then from the text."""
+    norm = norm or normalize(line)
     nodes: list[str] = []
-    m = _NCCL_PREFIX.search(line) or _SYSLOG_HOST.search(line) or _HOST_PREFIX.search(line)
-    if m and valid_node_name(m.group("host")):
+    if norm.host and valid_node_name(norm.host):
+        nodes.append(norm.host)
+    text = norm.text
+    m = _NCCL_PREFIX.search(text)
+    if m is None and not nodes:
+        # A host prefix the normaliser did not trust (no digit or hyphen) still counts before a kernel tag.
+        m = _SYSLOG_HOST.search(line) or _HOST_PREFIX.search(line)
+    if m and valid_node_name(m.group("host")) and m.group("host") not in nodes:
         nodes.append(m.group("host"))
-    rank: int | None = None
-    r = _RANK.search(line)
-    if r:
-        rank = int(r.group("rank") or r.group("rank2") or r.group("rank3"))
-    else:
-        s = _SRUN_LABEL.match(line)
-        if s:
-            rank = int(s.group("rank"))
+    rank = norm.rank
+    if rank is None:
+        r = _RANK.search(text)
+        if r:
+            rank = int(r.group("rank") or r.group("rank2") or r.group("rank3"))
+        else:
+            s = _SRUN_LABEL.match(line)
+            if s:
+                rank = int(s.group("rank"))
     return Location(tuple(nodes), rank)

@@ -32,7 +32,8 @@ _JOB_STATES: dict[str, tuple[str, Category, Attribution, int, bool]] = {
 
 # exit signal -> (pattern id, category, attribution, priority)
 _SIGNALS: dict[int, tuple[str, Category, Attribution, int]] = {
-    9: ("slurm_exit_sigkill", Category.KILLED_OOM_HOST, Attribution.APPLICATION, 1),
+    # A SIGKILL alone is a signal kill: OOM only when Slurm (OUT_OF_MEMORY) or the kernel says so.
+    9: ("slurm_exit_sigkill", Category.SIGNAL_KILL, Attribution.UNKNOWN, 1),
     11: ("slurm_exit_sigsegv", Category.SEGFAULT, Attribution.SYSTEM_SOFTWARE, 2),
     7: ("slurm_exit_sigbus", Category.DATA_LOADER, Attribution.SYSTEM_SOFTWARE, 1),
     6: ("slurm_exit_sigabrt", Category.SEGFAULT, Attribution.SYSTEM_SOFTWARE, 1),

@@ -1,0 +1,105 @@
+"""How much a piece of evidence may do: is the error a failure at all, and may it touch a RUNNING job?
+
+The safety contract (docs/safety.md, clause 2): a running job is only touched when the evidence says it
+is failing: the job stopped (Slurm state, exit), its progress stopped (hang), a straggler decision, or
+hardware-grade evidence on one of its own nodes. Everything else is recorded and watched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from trainguard.detection.normalize import match_node
+from trainguard.models import Category, Finding, FindingSource, JobSnapshot
+
+PRIORITY_PLATFORM = 3
+
+# "retrying (1/5)", "Retrying in 5s", "will retry", "attempt 2 of 10", "3 retries left".
+_RETRIED = re.compile(
+    r"\b[Rr]etrying\b|\bwill (be )?retr(y|ied)\b|\b[Rr]etry(ing)? (in|after) \d|\bretries left\b|"
+    r"\b[Rr]etry \d+ ?(/|of) ?\d+|\battempt \d+ ?(/|of) ?\d+"
+)
+_COUNTER = re.compile(r"\((?P<n>\d+)\s*/\s*(?P<m>\d+)\)|\battempt (?P<n2>\d+) ?(?:/|of) ?(?P<m2>\d+)")
+_GAVE_UP = re.compile(r"[Gg]iving up|[Gg]ave up|[Mm]ax(imum)? retries (exceeded|reached)|[Nn]o more retries")
+# Logged as a warning, caught or ignored: the program says it carries on.
+_WARNED = re.compile(
+    r"^(W\d{4} |WARN(ING)?\b|\[?W(ARN(ING)?)?\]|[A-Za-z_.]*[Ww]arning: )|\b(WARNING|Warning)\b[:\]]|"
+    r"\b[Cc]aught\b|\b[Ii]gnor(ed|ing)\b|\b[Ff]alling back\b|\b[Ss]kipping\b|\b[Cc]ontinuing\b"
+)
+_SCHEDULER_OWN = {Category.SLURM_NODE_FAILURE}
+
+
+def _final_attempt(text: str) -> bool:
+    for m in _COUNTER.finditer(text):
+        n, total = m.group("n") or m.group("n2"), m.group("m") or m.group("m2")
+        if n and total and int(n) >= int(total):
+            return True
+    return False
+
+
+def benign_occurrence(text: str, category: Category, priority: int) -> bool:
+    """An error line the program itself handles: retried (not the last attempt), caught, ignored or
+    logged as a warning. Platform verdicts (Xid, ECC, OOM killer, node failure) are never benign."""
+    if priority >= PRIORITY_PLATFORM or _GAVE_UP.search(text):
+        return False
+    if (_RETRIED.search(text) or _COUNTER.search(text)) and not _final_attempt(text):
+        return True
+    return category == Category.PYTHON_EXCEPTION and bool(_WARNED.search(text))
+
+
+def on_own_nodes(finding: Finding, job: JobSnapshot | None) -> bool:
+    """Evidence without a host came from the job's own processes; a named host must be one of its nodes."""
+    if not finding.nodes or job is None or not job.nodes:
+        return True
+    return any(match_node(n, job.nodes) for n in finding.nodes)
+
+
+def hardware_grade(finding: Finding) -> bool:
+    """A fatal Xid bucket, ECC DBE, a GPU fallen off the bus, a GPU metric (DCGM), a node Slurm lost."""
+    if not finding.fatal:
+        return False
+    if finding.source == FindingSource.METRICS:
+        return True
+    if finding.category == Category.GPU_HARDWARE and finding.priority >= PRIORITY_PLATFORM:
+        return True
+    return finding.category in _SCHEDULER_OWN and finding.priority >= PRIORITY_PLATFORM
+
+
+def shows_running_job_failing(finding: Finding, job: JobSnapshot | None) -> bool:
+    if not finding.fatal or not on_own_nodes(finding, job):
+        return False
+    if finding.source == FindingSource.SCHEDULER:
+        return True  # Slurm's own record: the job or one of its nodes stopped
+    if finding.source == FindingSource.PROGRESS:
+        return finding.category == Category.HANG  # the hang detector saw progress stop
+    return hardware_grade(finding)
+
+
+def job_is_running(job: JobSnapshot | None) -> bool:
+    return job is not None and job.state.strip().split(" ", 1)[0].rstrip("+*").upper() == "RUNNING"
+
+
+def split_by_allocation(
+    findings: Sequence[Finding], job: JobSnapshot | None
+) -> tuple[list[Finding], list[Finding]]:
+    """(evidence from the job's own nodes or processes, evidence naming only hosts outside it)."""
+    own: list[Finding] = []
+    foreign: list[Finding] = []
+    for f in findings:
+        (own if on_own_nodes(f, job) else foreign).append(f)
+    return own, foreign
+
+
+def slurm_names(finding: Finding, job: JobSnapshot | None) -> Finding:
+    """The finding with its hosts spelled as Slurm names them (FQDN or short name), foreign ones dropped."""
+    if not finding.nodes or job is None or not job.nodes:
+        return finding
+    names: list[str] = []
+    for n in finding.nodes:
+        slurm = match_node(n, job.nodes)
+        if slurm and slurm not in names:
+            names.append(slurm)
+    if tuple(names) == finding.nodes:
+        return finding
+    return finding.model_copy(update={"nodes": tuple(names)})
