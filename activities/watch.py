@@ -21,6 +21,7 @@ from trainguard import contracts as c
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
+from trainguard.detection.severity import job_is_running, shows_running_job_failing
 from trainguard.identity import matches_workload
 from trainguard.logsources.base import LogSource
 from trainguard.models import (
@@ -75,10 +76,10 @@ class JobWatcher:
         gpu_probe: GpuProbe | None = None,
         gpu_interval_s: float = 15.0,
         progress_config: ProgressConfig | None = None,
-        peer_loss_wait_s: float = 120.0,
+        slurm_verdict_wait_s: float = 120.0,
     ) -> None:
         self.progress_config = progress_config
-        self.peer_loss_wait_s = peer_loss_wait_s
+        self.slurm_verdict_wait_s = slurm_verdict_wait_s
         self.client = client
         self.cache = cache
         self.sources = sources
@@ -183,7 +184,7 @@ class JobWatcher:
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)
             settled = state.settle_until is not None and (now >= state.settle_until or job.state in FINISHED)
-            if settled and self._awaiting_slurm(state, now):
+            if settled and self._awaiting_slurm(state, job, now):
                 settled = False
             if settled:
                 fatal = any(f.fatal for f in state.findings)
@@ -217,17 +218,22 @@ class JobWatcher:
                 )
             await asyncio.sleep(inp.poll_interval_s)
 
-    def _awaiting_slurm(self, state: _Progress, now: float) -> bool:
-        """True while every fatal finding is a cascade and one says a peer was lost: the peer's node
-        may have died, which only Slurm can tell (its node state or NODE_FAIL arrives as a scheduler
-        finding, which ends the wait). Bounded by peer_loss_wait_s from the first signal."""
+    def _awaiting_slurm(self, state: _Progress, job: JobSnapshot, now: float) -> bool:
+        """Whether to hold a decision for Slurm's verdict, bounded by slurm_verdict_wait_s from the first
+        signal. Two cases: the job is still RUNNING and no finding shows it failing (srun reports a
+        killed rank a moment before it tears the step down; a running job is only touched on evidence
+        that it fails), or every fatal finding is a cascade and one says a peer was lost (the peer's
+        node may have died, which only Slurm can tell). Slurm ending the job, or marking one of its
+        nodes down, arrives as a scheduler finding and ends the wait."""
         fatal = [f for f in state.findings if f.fatal]
-        if not fatal or any(not f.cascade for f in fatal):
-            return False
-        if not any(f.pattern_id in PEER_LOSS_PATTERNS for f in fatal):
+        if not fatal:
             return False
         started = state.first_signal_at if state.first_signal_at is not None else now
-        return now < started + self.peer_loss_wait_s
+        if now >= started + self.slurm_verdict_wait_s:
+            return False
+        if job_is_running(job) and not any(shows_running_job_failing(f, job) for f in fatal):
+            return True
+        return all(f.cascade for f in fatal) and any(f.pattern_id in PEER_LOSS_PATTERNS for f in fatal)
 
     @staticmethod
     def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:

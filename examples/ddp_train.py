@@ -149,7 +149,7 @@ def main() -> int:
             else:
                 print(f"{prefix}step {step}/{steps} loss {loss.item():.4f} lr {lr:.2e} ({dt:.2f} s/it)",
                       flush=True)
-        if ckpt_every and step % ckpt_every == 0 or step == steps:
+        if (ckpt_every and step % ckpt_every == 0) or step == steps:
             if rank == 0:
                 path = save_checkpoint(ckpt_dir, step, model.module, opt)
                 print(f"saved checkpoint at step {step} to {path}", flush=True)

@@ -90,9 +90,12 @@ class WatchSettings(Section):
     hang_floor_s: float = Field(default=60.0, gt=0)
     hang_ceiling_s: float = Field(default=3600.0, gt=0)
     progress_patterns: list[str] = Field(default_factory=list)  # extra regexes for progress lines
-    # Evidence that is only a lost-peer cascade (gloo "Connection closed by peer", NCCL remote error)
-    # says a peer died, not why: wait this long for Slurm's verdict on the job's nodes before deciding.
-    peer_loss_wait_s: float = Field(default=120.0, ge=0)
+    # Evidence that does not yet show the job failing waits this long (from the first signal) for
+    # Slurm's verdict before it is decided: a lost-peer cascade only (gloo "Connection closed by peer",
+    # NCCL remote error) says a peer died, not why, and srun reports a rank's death while the job is
+    # still RUNNING (a running job is only touched on evidence that it fails). Slurm ending the job or
+    # marking its node down ends the wait at once.
+    slurm_verdict_wait_s: float = Field(default=120.0, ge=0)
 
 
 class WatchdogSettings(Section):

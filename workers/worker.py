@@ -184,7 +184,7 @@ def build_workers(
             max_read_bytes=settings.watch.max_read_bytes,
             gpu_probe=gpu_probe if metrics.prometheus_url else None,
             progress_config=progress_config(settings.watch),
-            peer_loss_wait_s=settings.watch.peer_loss_wait_s,
+            slurm_verdict_wait_s=settings.watch.slurm_verdict_wait_s,
         )
         cluster = ClusterActivities(
             settings.cluster.name, slurm, cache, watcher, client, search_attributes=search_attributes

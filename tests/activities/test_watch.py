@@ -175,7 +175,10 @@ def _node_death_cascade() -> bytes:
 
 async def test_a_peer_loss_cascade_waits_for_slurms_verdict_on_the_node() -> None:
     world = World(job=running(num_tasks=4))
-    world.nodes = (NodeSnapshot(name="node1", state="allocated"), NodeSnapshot(name="node2", state="allocated"))
+    world.nodes = (
+        NodeSnapshot(name="node1", state="allocated"),
+        NodeSnapshot(name="node2", state="allocated"),
+    )
     world.log += _node_death_cascade()
 
     async def slurm_decides() -> None:
@@ -186,7 +189,7 @@ async def test_a_peer_loss_cascade_waits_for_slurms_verdict_on_the_node() -> Non
         )
 
     decider = asyncio.create_task(slurm_decides())
-    result = await watcher(world, peer_loss_wait_s=10.0).watch(inp(slice_s=20.0), lambda *a: None)
+    result = await watcher(world, slurm_verdict_wait_s=10.0).watch(inp(slice_s=20.0), lambda *a: None)
     await decider
     obs = result.observation
     assert obs.kind == ObservationKind.FAILURE
@@ -199,21 +202,43 @@ async def test_a_peer_loss_cascade_waits_for_slurms_verdict_on_the_node() -> Non
 
 async def test_a_peer_loss_wait_is_bounded() -> None:
     world = World(job=running(num_tasks=4))
-    world.nodes = (NodeSnapshot(name="node1", state="allocated"), NodeSnapshot(name="node2", state="allocated"))
+    world.nodes = (
+        NodeSnapshot(name="node1", state="allocated"),
+        NodeSnapshot(name="node2", state="allocated"),
+    )
     world.log += _node_death_cascade()
     started = time.monotonic()
-    result = await watcher(world, peer_loss_wait_s=0.3).watch(inp(slice_s=20.0), lambda *a: None)
+    result = await watcher(world, slurm_verdict_wait_s=0.3).watch(inp(slice_s=20.0), lambda *a: None)
     waited = time.monotonic() - started
     assert result.observation.kind == ObservationKind.FAILURE
     assert 0.3 <= waited < 5.0
     assert all(f.cascade for f in result.observation.findings if f.fatal)
 
 
-async def test_an_initiating_error_does_not_wait_for_slurm() -> None:
+async def test_a_running_jobs_error_waits_only_until_slurm_ends_the_job() -> None:
+    """srun prints a rank's death while the job is still RUNNING; the decision waits for the job to stop
+    (a running job is only touched on evidence that it fails) and goes ahead as soon as it has."""
     world = World(job=running(num_tasks=4))
     world.log += _node_death_cascade() + b"[rank2]: ValueError: bad sample in batch at step 9\n"
+
+    async def job_fails() -> None:
+        await asyncio.sleep(0.4)
+        world.job = running(num_tasks=4, state="FAILED", exit_code=1)
+
+    ender = asyncio.create_task(job_fails())
     started = time.monotonic()
-    result = await watcher(world, peer_loss_wait_s=30.0).watch(inp(slice_s=20.0), lambda *a: None)
+    result = await watcher(world, slurm_verdict_wait_s=30.0).watch(inp(slice_s=20.0), lambda *a: None)
+    await ender
+    assert 0.4 <= time.monotonic() - started < 5.0
+    assert result.observation.kind == ObservationKind.FAILURE
+    assert result.observation.job is not None and result.observation.job.state == "FAILED"
+
+
+async def test_an_error_of_a_stopped_job_does_not_wait() -> None:
+    world = World(job=running(num_tasks=4, state="FAILED", exit_code=1))
+    world.log += b"[rank2]: Traceback (most recent call last):\n[rank2]: ValueError: bad sample\n"
+    started = time.monotonic()
+    result = await watcher(world, slurm_verdict_wait_s=30.0).watch(inp(slice_s=20.0), lambda *a: None)
     assert time.monotonic() - started < 5.0
     assert result.observation.kind == ObservationKind.FAILURE
 

@@ -64,7 +64,11 @@ def make_settings(
         ),
         audit=AuditSettings(url=audit_url),
         watch=WatchSettings(
-            poll_interval_s=0.5, slice_s=120.0, heartbeat_timeout_s=10.0, hang_floor_s=4.0, peer_loss_wait_s=30.0
+            poll_interval_s=0.5,
+            slice_s=120.0,
+            heartbeat_timeout_s=10.0,
+            hang_floor_s=4.0,
+            slurm_verdict_wait_s=30.0,
         ),
         watchdog=WatchdogSettings(decision_timeout_s=decision_timeout_s),
     )

@@ -209,7 +209,7 @@ async def test_torchrun_sigkill_in_observe_mode_advises_and_never_touches_slurm(
     await ddp.wait_step(12)
     pid, node = ddp.rank(2)
     os.kill(pid, signal.SIGKILL)
-    events = await stack.wait_for_event(ddp.job.job_id, EventType.ADVICE, timeout=60)
+    await stack.wait_for_event(ddp.job.job_id, EventType.ADVICE, timeout=60)
     record = await stack.wait_job_state(ddp.job, {"FAILED", "COMPLETED", "CANCELLED"})
     await asyncio.sleep(3)
     record = ddp.job.show()

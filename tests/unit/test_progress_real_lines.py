@@ -120,7 +120,11 @@ CHECKPOINTS = [
     # Megatron-LM save (megatron/training/checkpointing.py prints it; trainsim copies it)
     ("  successfully saved checkpoint from iteration     500 to /ckpt [ t 1/1, p 1/1 ]", False, 500),
     # torchtitan: https://github.com/pytorch/torchtitan/pull/1287
-    ("[rank0]:[titan] 2025-06-25 13:10:45,513 - root - INFO - Loading the checkpoint at step 400.", True, 400),
+    (
+        "[rank0]:[titan] 2025-06-25 13:10:45,513 - root - INFO - Loading the checkpoint at step 400.",
+        True,
+        400,
+    ),
     (
         "[rank0]:[titan] 2025-06-25 13:10:56,821 - root - INFO - Finished loading the checkpoint in 11.31 "
         "seconds.",
