@@ -18,11 +18,13 @@ from temporalio import activity
 
 from activities.snapshot_cache import SnapshotCache
 from trainguard import contracts as c
+from trainguard.checkpoint_dir import allowed_dir, newest_checkpoint
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
 from trainguard.detection.severity import job_is_running, shows_running_job_failing
 from trainguard.identity import matches_workload
+from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.logsources.base import LogSource
 from trainguard.models import (
     Finding,
@@ -51,6 +53,39 @@ FINISHED = {
 # Signatures that only say a peer went away; alone they wait for Slurm's verdict on the nodes.
 PEER_LOSS_PATTERNS = frozenset({"gloo_peer_lost", "nccl_remote_error"})
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
+
+
+@dataclass(frozen=True)
+class CheckpointLocator:
+    """Where a job's checkpoints are: its opt-in "checkpoint_dir", else the cluster's pattern. Only
+    directories under the job's work dir (at least two levels deep) or under `roots` are read."""
+
+    pattern: str = ""
+    roots: tuple[str, ...] = ()
+    interval_s: float = 60.0
+
+    def directory(self, job: JobSnapshot) -> str | None:
+        wanted: str | None = None
+        try:
+            opt_in = parse_opt_in(job.comment)
+        except MalformedComment:
+            opt_in = None
+        if opt_in is not None and opt_in.checkpoint_dir:
+            wanted = opt_in.checkpoint_dir
+        elif self.pattern:
+            try:
+                wanted = self.pattern.format_map(
+                    {"job_id": job.array_job_id or job.job_id, "user": job.user, "work_dir": job.work_dir}
+                )
+            except (KeyError, IndexError, ValueError):
+                return None
+        if not wanted:
+            return None
+        roots = list(self.roots)
+        if job.work_dir and len([p for p in job.work_dir.split("/") if p]) >= 2:
+            roots.append(job.work_dir)
+        path = allowed_dir(wanted, tuple(roots))
+        return str(path) if path is not None else None
 GpuProbe = Callable[[Sequence[str]], Awaitable[list[Finding]]]
 
 
@@ -77,7 +112,9 @@ class JobWatcher:
         gpu_interval_s: float = 15.0,
         progress_config: ProgressConfig | None = None,
         slurm_verdict_wait_s: float = 120.0,
+        checkpoints: CheckpointLocator | None = None,
     ) -> None:
+        self.checkpoints = checkpoints
         self.progress_config = progress_config
         self.slurm_verdict_wait_s = slurm_verdict_wait_s
         self.client = client
@@ -115,6 +152,7 @@ class JobWatcher:
         deadline = self.clock() + inp.slice_s
         phase = inp.phase
         last_gpu_probe = 0.0
+        last_checkpoint_scan = float("-inf")
         heartbeat_every = _heartbeat_interval()
         last_heartbeat = float("-inf")
         heartbeated_findings = 0
@@ -178,6 +216,12 @@ class JobWatcher:
                 gpu = await self.gpu_probe(job.nodes)
                 self._collect(state, [f for f in gpu if f.fatal], now, inp.settle_s)
 
+            settling = state.settle_until is not None
+            if self.checkpoints is not None and (
+                settling or now - last_checkpoint_scan >= self.checkpoints.interval_s
+            ):
+                last_checkpoint_scan = now
+                await self._scan_checkpoints(job, analyzer)
             new_progress = analyzer.progress_lines > progress_before
             if job.state == "COMPLETED" and job.restart_count >= phase.attempt_restarts:
                 # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
@@ -217,6 +261,19 @@ class JobWatcher:
                     )
                 )
             await asyncio.sleep(inp.poll_interval_s)
+
+    async def _scan_checkpoints(self, job: JobSnapshot, analyzer: LogAnalyzer) -> None:
+        assert self.checkpoints is not None
+        directory = self.checkpoints.directory(job)
+        if directory is None:
+            return
+        try:
+            info = await asyncio.to_thread(newest_checkpoint, directory)
+        except OSError as err:  # an unreadable directory is no checkpoint, not a failed watch
+            log.info("checkpoint dir of job %s unreadable: %s", job.job_id, err)
+            return
+        if info is not None:
+            analyzer.credit_checkpoint(info.iteration)
 
     def _awaiting_slurm(self, state: _Progress, job: JobSnapshot, now: float) -> bool:
         """Whether to hold a decision for Slurm's verdict, bounded by slurm_verdict_wait_s from the first

@@ -62,11 +62,18 @@ def newest_checkpoint(directory: Path) -> tuple[int, Path] | None:
     return best
 
 
-def save_checkpoint(directory: Path, step: int, model: nn.Module, opt: torch.optim.Optimizer) -> Path:
+def save_checkpoint(
+    directory: Path,
+    step: int,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step_{step:07d}.pt"
     tmp = directory / f".step_{step:07d}.pt.tmp-{os.getpid()}"
-    torch.save({"step": step, "model": model.state_dict(), "optim": opt.state_dict()}, tmp)
+    state = {"step": step, "model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict()}
+    torch.save(state, tmp)
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, final)  # readers see either no checkpoint or a complete one
@@ -110,9 +117,8 @@ def main() -> int:
         state = torch.load(found[1], map_location="cpu", weights_only=True)
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["optim"])
+        sched.load_state_dict(state["sched"])
         start = int(state["step"])
-        for _ in range(start):
-            sched.step()
         if rank == 0:
             print(f"resumed from step {start} ({found[1]})", flush=True)
 
@@ -151,7 +157,7 @@ def main() -> int:
                       flush=True)
         if (ckpt_every and step % ckpt_every == 0) or step == steps:
             if rank == 0:
-                path = save_checkpoint(ckpt_dir, step, model.module, opt)
+                path = save_checkpoint(ckpt_dir, step, model.module, opt, sched)
                 print(f"saved checkpoint at step {step} to {path}", flush=True)
             dist.barrier()
     if rank == 0:

@@ -96,6 +96,13 @@ class WatchSettings(Section):
     # still RUNNING (a running job is only touched on evidence that it fails). Slurm ending the job or
     # marking its node down ends the wait at once.
     slurm_verdict_wait_s: float = Field(default=120.0, ge=0)
+    # Checkpoint progress from the filesystem (trainguard/checkpoint_dir.py): a job's opt-in
+    # "checkpoint_dir", else this pattern ({job_id}, {user}, {work_dir}; "" = none), read every
+    # checkpoint_scan_interval_s and before a decision. Only directories under the job's work dir or
+    # under one of checkpoint_roots are read.
+    checkpoint_dir_pattern: str = ""
+    checkpoint_roots: list[str] = Field(default_factory=list)
+    checkpoint_scan_interval_s: float = Field(default=60.0, gt=0)
 
 
 class WatchdogSettings(Section):

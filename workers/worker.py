@@ -20,7 +20,7 @@ from activities.cluster import ClusterActivities
 from activities.control import ControlActivities
 from activities.fleet import FleetActivities
 from activities.snapshot_cache import SnapshotCache
-from activities.watch import JobWatcher, SourceFactory
+from activities.watch import CheckpointLocator, JobWatcher, SourceFactory
 from trainguard import contracts as c
 from trainguard.api.temporal_control import connect_client
 from trainguard.audit.store import AuditStore
@@ -185,6 +185,11 @@ def build_workers(
             gpu_probe=gpu_probe if metrics.prometheus_url else None,
             progress_config=progress_config(settings.watch),
             slurm_verdict_wait_s=settings.watch.slurm_verdict_wait_s,
+            checkpoints=CheckpointLocator(
+                pattern=settings.watch.checkpoint_dir_pattern,
+                roots=tuple(settings.watch.checkpoint_roots),
+                interval_s=settings.watch.checkpoint_scan_interval_s,
+            ),
         )
         cluster = ClusterActivities(
             settings.cluster.name, slurm, cache, watcher, client, search_attributes=search_attributes

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from activities.snapshot_cache import SnapshotCache
-from activities.watch import JobWatcher, _rank_to_node
+from activities.watch import CheckpointLocator, JobWatcher, _rank_to_node
 from trainguard import contracts as c
 from trainguard.logsources.base import LogChunk
 from trainguard.models import (
@@ -260,3 +260,47 @@ async def test_a_rank_only_error_names_that_ranks_node_with_two_ranks_per_node()
     )
     result = await watcher(world).watch(inp(), lambda *a: None)
     assert any(f.rank == 3 and f.nodes == ("node2",) for f in result.observation.findings)
+
+
+async def test_the_newest_complete_checkpoint_on_disk_is_checkpoint_progress(tmp_path: Path) -> None:
+    work = tmp_path / "home" / "alice" / "run"
+    ckpt = work / "ckpt"
+    ckpt.mkdir(parents=True)
+    (ckpt / "step_0000020.pt").write_bytes(b"x")
+    (ckpt / "step_0000040.pt").write_bytes(b"x")
+    (ckpt / ".step_0000060.pt.tmp-7").write_bytes(b"x")  # a save in progress is not progress
+    opt_in = f'{{"trainguard": {{"mode": "action", "checkpoint_dir": "{ckpt}"}}}}'
+    world = World(job=running(comment=opt_in, work_dir=str(work)))
+    world.log += PROGRESS.format(i=45).encode()
+    locator = CheckpointLocator(interval_s=0.01)
+    result = await watcher(world, checkpoints=locator).watch(inp(slice_s=0.2), lambda *a: None)
+    assert result.observation.progress.last_checkpoint_iteration == 40
+
+
+async def test_a_checkpoint_dir_outside_the_allowed_roots_is_not_read(tmp_path: Path) -> None:
+    work = tmp_path / "home" / "alice" / "run"
+    work.mkdir(parents=True)
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    (elsewhere / "step_0000040.pt").write_bytes(b"x")
+    opt_in = f'{{"trainguard": {{"checkpoint_dir": "{elsewhere}"}}}}'
+    world = World(job=running(comment=opt_in, work_dir=str(work)))
+    result = await watcher(world, checkpoints=CheckpointLocator(interval_s=0.01)).watch(
+        inp(slice_s=0.2), lambda *a: None
+    )
+    assert result.observation.progress.last_checkpoint_iteration is None
+    allowed = CheckpointLocator(roots=(str(tmp_path),), interval_s=0.01)
+    result = await watcher(world, checkpoints=allowed).watch(inp(slice_s=0.2), lambda *a: None)
+    assert result.observation.progress.last_checkpoint_iteration == 40
+
+
+def test_the_cluster_pattern_names_the_dir_when_the_job_does_not() -> None:
+    job = running(work_dir="/home/bob/exp", user="bob", comment='{"trainguard": {}}')
+    assert CheckpointLocator(pattern="{work_dir}/ckpt-{job_id}").directory(job) == "/home/bob/exp/ckpt-5"
+    assert CheckpointLocator(pattern="/lustre/{user}/{job_id}").directory(job) is None  # not under a root
+    assert (
+        CheckpointLocator(pattern="/lustre/{user}/{job_id}", roots=("/lustre",)).directory(job)
+        == "/lustre/bob/5"
+    )
+    assert CheckpointLocator(pattern="{nope}").directory(job) is None
+    assert CheckpointLocator().directory(job) is None

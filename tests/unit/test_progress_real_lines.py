@@ -183,3 +183,28 @@ def test_a_save_end_line_alone_credits_the_last_iteration() -> None:
     analyzer = LogAnalyzer()
     analyzer.feed(b"step 7/100 loss 1.0 lr 1e-3 (0.5 s/it)\nCheckpoint saved.\n", now=1.0)
     assert analyzer.progress.last_checkpoint_iteration == 7
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "training complete: 60 steps",  # examples/ddp_train.py
+        # Megatron-LM (megatron/training/training.py: print_datetime / exit message)
+        "exiting program at iteration 1000",
+        # Lightning (loops/fit_loop.py rank_zero_info)
+        "`Trainer.fit` stopped: `max_steps=1000` reached.",
+        # HF Trainer (trainer.py logger.info)
+        "\n\nTraining completed. Do not forget to share your model on huggingface.co/models =)\n\n",
+    ],
+)
+def test_a_finished_job_is_not_a_hang_while_it_tears_down(line: str) -> None:
+    analyzer = LogAnalyzer()
+    analyzer.feed(b"step 59/60 loss 0.1 lr 1e-3 (0.2 s/it)\nstep 60/60 loss 0.1 lr 1e-3 (0.2 s/it)\n", now=10.0)
+    assert analyzer.check_hang(10.0 + CFG.hang_ceiling_s + 1) is not None
+    analyzer.feed(line.encode() + b"\n", now=11.0)
+    assert analyzer.progress.finished
+    assert analyzer.check_hang(10.0 + CFG.hang_ceiling_s + 1) is None
+    # a requeued attempt's first progress line arms it again
+    analyzer.feed(b"resumed from step 40 (x)\nstep 41/60 loss 0.1 lr 1e-3 (0.2 s/it)\n", now=20.0)
+    assert not analyzer.progress.finished
+    assert analyzer.check_hang(20.0 + CFG.hang_ceiling_s + 1) is not None

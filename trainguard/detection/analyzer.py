@@ -14,7 +14,13 @@ from trainguard.detection.catalog import Catalog, load_catalog
 from trainguard.detection.locate import locate, valid_node_name
 from trainguard.detection.normalize import Normalized, normalize
 from trainguard.detection.prefilter import Prefilter
-from trainguard.detection.progress import ProgressConfig, ProgressTracker, checkpoint_event, parse_progress
+from trainguard.detection.progress import (
+    ProgressConfig,
+    ProgressTracker,
+    checkpoint_event,
+    parse_progress,
+    training_finished,
+)
 from trainguard.detection.severity import benign_occurrence
 from trainguard.models import Finding, FindingSource, ProgressState, clip
 
@@ -122,6 +128,12 @@ class LogAnalyzer:
     def check_hang(self, now: float) -> Finding | None:
         return self._tracker.check_hang(now)
 
+    def credit_checkpoint(self, iteration: int) -> None:
+        """A complete checkpoint seen elsewhere (the checkpoint directory): the newest one counts."""
+        current = self._tracker.last_checkpoint_iteration
+        if current is None or iteration > current:
+            self._tracker.last_checkpoint_iteration = iteration
+
     # -- internals -------------------------------------------------------------------------------
 
     def _append_carry(self, chunk: bytes) -> None:
@@ -202,6 +214,8 @@ class LogAnalyzer:
         event = checkpoint_event(line, self._config)
         if event is not None:
             self._tracker.on_checkpoint(event.starting, now, event.iteration)
+        elif training_finished(line, self._config):
+            self._tracker.finished = True
 
     def _finding(
         self,

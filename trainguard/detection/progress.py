@@ -93,6 +93,17 @@ DEFAULT_CHECKPOINT_KEYWORDS: tuple[str, ...] = (
     "is about to be saved",
     "from global step",
 )
+# The job says it finished training: what follows (final save, evaluation, process teardown) is not a
+# hang. Megatron-LM "exiting program at iteration", Lightning "`Trainer.fit` stopped: `max_steps=...`
+# reached.", HF Trainer "Training completed.", torchtitan "Training completed", plain loops.
+DEFAULT_FINISHED: tuple[str, ...] = (
+    r"[Tt]raining (?:is )?(?:complete|completed|finished|done)\b",
+    r"[Ff]inished training",
+    r"exiting program at iteration",
+    r"\bTRAINING DONE\b",
+    r"`Trainer\.fit` stopped",
+)
+DEFAULT_FINISHED_KEYWORDS: tuple[str, ...] = ("raining", "TRAINING DONE", "xiting program", "Trainer.fit")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -107,6 +118,8 @@ class ProgressConfig(BaseModel):
     checkpoint_end: tuple[str, ...] = DEFAULT_CHECKPOINT_END
     checkpoint_iteration: tuple[str, ...] = DEFAULT_CHECKPOINT_ITERATION
     checkpoint_keywords: tuple[str, ...] = DEFAULT_CHECKPOINT_KEYWORDS
+    finished: tuple[str, ...] = DEFAULT_FINISHED
+    finished_keywords: tuple[str, ...] = DEFAULT_FINISHED_KEYWORDS
     hang_factor: float = Field(default=10.0, gt=1)  # k x the observed interval between progress lines
     hang_floor_s: float = Field(default=180.0, gt=0)
     hang_ceiling_s: float = Field(default=3600.0, gt=0)
@@ -127,11 +140,12 @@ class ProgressConfig(BaseModel):
             checkpoint_start=re.compile("|".join(f"(?:{p})" for p in self.checkpoint_start)),
             checkpoint_end=re.compile("|".join(f"(?:{p})" for p in self.checkpoint_end)),
             checkpoint_iteration=tuple(re.compile(p) for p in self.checkpoint_iteration),
+            finished=re.compile("|".join(f"(?:{p})" for p in self.finished)),
         )
 
     @property
     def all_keywords(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys((*self.keywords, *self.checkpoint_keywords)))
+        return tuple(dict.fromkeys((*self.keywords, *self.checkpoint_keywords, *self.finished_keywords)))
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,7 @@ class CompiledProgress:
     checkpoint_start: re.Pattern[str]
     checkpoint_end: re.Pattern[str]
     checkpoint_iteration: tuple[re.Pattern[str], ...]
+    finished: re.Pattern[str]
 
 
 @dataclass(frozen=True)
@@ -210,6 +225,10 @@ def checkpoint_event(line: str, config: ProgressConfig) -> CheckpointEvent | Non
     return CheckpointEvent(starting=starting, iteration=iteration)
 
 
+def training_finished(line: str, config: ProgressConfig) -> bool:
+    return config.compiled.finished.search(line) is not None
+
+
 def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
@@ -233,6 +252,7 @@ class ProgressTracker:
         self.step_samples = s.step_samples
         self.slow_streak = s.slow_streak
         self.straggling = s.straggling
+        self.finished = s.finished
 
     def state(self) -> ProgressState:
         return ProgressState(
@@ -249,6 +269,7 @@ class ProgressTracker:
             step_samples=self.step_samples,
             slow_streak=self.slow_streak,
             straggling=self.straggling,
+            finished=self.finished,
         )
 
     def on_checkpoint(self, starting: bool | None, now: float, iteration: int | None = None) -> None:
@@ -292,6 +313,7 @@ class ProgressTracker:
         if p.iteration is not None:
             self.last_iteration = p.iteration
         self.iterations_seen += 1
+        self.finished = False
         self.in_checkpoint = False
         self.checkpoint_started_at = None
         if step_ms is None or step_ms <= 0:
@@ -352,7 +374,7 @@ class ProgressTracker:
         return threshold
 
     def check_hang(self, now: float) -> Finding | None:
-        if self.last_progress_at is None:
+        if self.last_progress_at is None or self.finished:
             return None
         stalled = now - self.last_progress_at
         threshold = self.hang_threshold_s()
