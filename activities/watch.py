@@ -24,8 +24,8 @@ from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
 from trainguard.detection.severity import job_is_running, shows_running_job_failing
 from trainguard.identity import matches_workload
-from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.logsources.base import LogSource
+from trainguard.logsources.nodelogs import NodeLogFollower, NodeSourceFactory
 from trainguard.models import (
     Finding,
     JobSnapshot,
@@ -35,6 +35,7 @@ from trainguard.models import (
     ObservationKind,
     ProgressState,
 )
+from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.slurm.client import SlurmClient
 
 log = logging.getLogger(__name__)
@@ -113,8 +114,10 @@ class JobWatcher:
         progress_config: ProgressConfig | None = None,
         slurm_verdict_wait_s: float = 120.0,
         checkpoints: CheckpointLocator | None = None,
+        node_sources: NodeSourceFactory | None = None,
     ) -> None:
         self.checkpoints = checkpoints
+        self.node_sources = node_sources
         self.progress_config = progress_config
         self.slurm_verdict_wait_s = slurm_verdict_wait_s
         self.client = client
@@ -153,6 +156,7 @@ class JobWatcher:
         phase = inp.phase
         last_gpu_probe = 0.0
         last_checkpoint_scan = float("-inf")
+        node_logs: dict[str, NodeLogFollower] = {}
         heartbeat_every = _heartbeat_interval()
         last_heartbeat = float("-inf")
         heartbeated_findings = 0
@@ -198,6 +202,9 @@ class JobWatcher:
                     )
                     if not phase.failure_handled:
                         self._collect(state, found, now, inp.settle_s)
+            if self.node_sources is not None and not phase.failure_handled and job.state == "RUNNING":
+                found_on_nodes = await self._poll_node_logs(job, node_logs, now)
+                self._collect(state, found_on_nodes, now, inp.settle_s)
             if not phase.failure_handled and job.state == "RUNNING":
                 hang = analyzer.check_hang(now)
                 if hang is not None:
@@ -261,6 +268,28 @@ class JobWatcher:
                     )
                 )
             await asyncio.sleep(inp.poll_interval_s)
+
+    async def _poll_node_logs(
+        self, job: JobSnapshot, followers: dict[str, NodeLogFollower], now: float
+    ) -> list[Finding]:
+        """Hardware evidence from the kernel logs of the nodes the job runs on now (a node log is
+        followed from when this watch first saw the job on it)."""
+        assert self.node_sources is not None
+        out: list[Finding] = []
+        for node in job.nodes:
+            follower = followers.get(node)
+            if follower is None:
+                try:
+                    follower = NodeLogFollower.create(node, self.node_sources(node))
+                except ValueError as err:
+                    log.warning("no node log for %r: %s", node[:80], err)
+                    continue
+                followers[node] = follower
+            try:
+                out.extend(await follower.poll(now, self.max_read_bytes))
+            except OSError as err:  # an unreadable node log is no evidence, not a failed watch
+                log.info("node log of %s unreadable: %s", node, err)
+        return out
 
     async def _scan_checkpoints(self, job: JobSnapshot, analyzer: LogAnalyzer) -> None:
         assert self.checkpoints is not None

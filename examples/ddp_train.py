@@ -72,8 +72,8 @@ def save_checkpoint(
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"step_{step:07d}.pt"
     tmp = directory / f".step_{step:07d}.pt.tmp-{os.getpid()}"
-    state = {"step": step, "model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict()}
-    torch.save(state, tmp)
+    state = {"step": step, "model": model.state_dict(), "optim": opt.state_dict()}
+    torch.save({**state, "sched": sched.state_dict()}, tmp)
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, final)  # readers see either no checkpoint or a complete one
@@ -117,7 +117,8 @@ def main() -> int:
         state = torch.load(found[1], map_location="cpu", weights_only=True)
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["optim"])
-        sched.load_state_dict(state["sched"])
+        if "sched" in state:  # checkpoints of an older version of this script have none
+            sched.load_state_dict(state["sched"])
         start = int(state["step"])
         if rank == 0:
             print(f"resumed from step {start} ({found[1]})", flush=True)

@@ -135,6 +135,11 @@ class LogSettings(Section):
     tls_verify: bool = True
     query_prefix: str = ""
     labels: dict[str, str] = Field(default_factory=lambda: {"job_id": "job_id", "filename": "filename"})
+    # Per-node kernel/syslog (trainguard/logsources/nodelogs.py): with backend "files" a path with a
+    # {node} placeholder (e.g. /var/log/nodes/{node}/kern.log); with a backend the label naming the
+    # host (Loki {host="node2"}). "" = off.
+    node_log_path: str = ""
+    node_log_label: str = ""
 
 
 class MetricsSettings(Section):

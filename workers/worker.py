@@ -30,6 +30,7 @@ from trainguard.logsources.base import LogSource
 from trainguard.logsources.factory import make_log_source
 from trainguard.logsources.files import FileLogSource
 from trainguard.logsources.http import make_http_client
+from trainguard.logsources.nodelogs import make_node_log_source, node_log_enabled
 from trainguard.models import Finding, JobSnapshot
 from trainguard.policy import PolicyConfig
 from trainguard.settings import Settings, WatchSettings
@@ -172,6 +173,9 @@ def build_workers(
 
         sources = sources or configured
 
+        def node_source(node: str) -> LogSource:
+            return make_node_log_source(logs, runner, node, client=http)
+
         metrics = settings.metrics
 
         async def gpu_probe(nodes: Sequence[str]) -> list[Finding]:
@@ -185,6 +189,7 @@ def build_workers(
             gpu_probe=gpu_probe if metrics.prometheus_url else None,
             progress_config=progress_config(settings.watch),
             slurm_verdict_wait_s=settings.watch.slurm_verdict_wait_s,
+            node_sources=node_source if node_log_enabled(logs) else None,
             checkpoints=CheckpointLocator(
                 pattern=settings.watch.checkpoint_dir_pattern,
                 roots=tuple(settings.watch.checkpoint_roots),

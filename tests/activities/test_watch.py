@@ -11,6 +11,7 @@ from activities.snapshot_cache import SnapshotCache
 from activities.watch import CheckpointLocator, JobWatcher, _rank_to_node
 from trainguard import contracts as c
 from trainguard.logsources.base import LogChunk
+from trainguard.logsources.files import FileLogSource
 from trainguard.models import (
     Attribution,
     Category,
@@ -23,6 +24,7 @@ from trainguard.models import (
     ObservationKind,
     WorkloadId,
 )
+from trainguard.slurm.runner import LocalRunner
 
 W = WorkloadId(cluster="lab", job_id="5", submit_time=100)
 PROGRESS = " iteration {i:8d}/     200 | elapsed time per iteration (ms): 100.0 | lm loss: 6.5E+00 |\n"
@@ -304,3 +306,41 @@ def test_the_cluster_pattern_names_the_dir_when_the_job_does_not() -> None:
     )
     assert CheckpointLocator(pattern="{nope}").directory(job) is None
     assert CheckpointLocator().directory(job) is None
+
+
+async def test_an_xid_in_a_nodes_kernel_log_is_that_nodes_and_that_jobs(tmp_path: Path) -> None:
+    """Per-node kernel logs (files here, Loki {host=...} in production), read through the real
+    FileLogSource: only lines written while the job runs there count, only hardware evidence counts,
+    and a dmesg line that names no host is attributed to the node whose log it is in."""
+    for node in ("node1", "node2"):
+        (tmp_path / node).mkdir()
+    kern1 = tmp_path / "node1" / "kern.log"
+    kern2 = tmp_path / "node2" / "kern.log"
+    # before the job: an old Xid of whatever ran earlier on node1
+    kern1.write_bytes(
+        b"[  100.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=old, GPU has fallen off the bus.\n"
+    )
+    kern2.write_bytes(b"")
+    world = World(job=running())
+    world.log += PROGRESS.format(i=1).encode()
+
+    def node_source(node: str) -> FileLogSource:
+        return FileLogSource(LocalRunner(), str(tmp_path / node / "kern.log"))
+
+    async def faults() -> None:
+        await asyncio.sleep(0.3)
+        with kern1.open("ab") as fh:  # another job's process on a shared node: not hardware
+            fh.write(b"[  200.0] Out of memory: Killed process 4242 (python) total-vm:1234kB\n")
+        with kern2.open("ab") as fh:
+            fh.write(b"[  201.5] NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=python3, An uncorrectable "
+                     b"double bit error (DBE) has been detected on GPU in the framebuffer at 0x1.\n")
+
+    injector = asyncio.create_task(faults())
+    result = await watcher(world, node_sources=node_source).watch(inp(slice_s=10.0), lambda *a: None)
+    await injector
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE
+    hardware = [f for f in obs.findings if f.category == Category.GPU_HARDWARE]
+    assert hardware and {f.nodes for f in hardware} == {("node2",)}
+    assert all("old" not in f.line for f in obs.findings)
+    assert not [f for f in obs.findings if "Out of memory" in f.line]

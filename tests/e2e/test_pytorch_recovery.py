@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import REPO, Stack, SubmittedJob, free_port
+from tests.e2e.stack import NODE_LOGS, REPO, Stack, SubmittedJob, free_port
 from trainguard.models import AuditEventIn, EventType
 
 SBATCH = REPO / "examples" / "ddp_train.sbatch"
@@ -199,6 +199,29 @@ async def test_the_same_exception_after_requeue_stops_retrying(stack: Stack) -> 
     record = ddp.job.show()
     assert record["Restarts"] == "1"
     assert record.get("ExcNodeList") in ("(null)", None)
+
+
+async def test_an_xid_in_a_nodes_kernel_log_excludes_that_node(stack: Stack) -> None:
+    """A GPU fault delivered where it really appears: node2's kernel log, not the job's stdout. The
+    watch follows the kernel logs of the job's nodes; the Xid is attributed to node2 and this job,
+    node2 is excluded and the job resumes elsewhere from its checkpoint."""
+    ddp = submit_ddp(stack, mode="action", steps=50)
+    await ddp.wait_step(12)
+    kern = NODE_LOGS / "node2" / "kern.log"
+    kern.parent.mkdir(parents=True, exist_ok=True)
+    with kern.open("ab") as fh:
+        fh.write(
+            b"Nov 30 21:40:01 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, "
+            b"GPU has fallen off the bus.\n"
+        )
+    events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=150)
+    advice = first(events, EventType.ADVICE)
+    assert advice.category == "gpu_hardware" and advice.nodes == ("node2",), advice.message
+    record = ddp.job.show()
+    assert record["JobState"] == "COMPLETED" and record["ExcNodeList"] == "node2"
+    assert "node2" not in record["NodeList"]
+    assert "Xid" not in ddp.text()  # the job's own output never carried it
+    assert re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
 
 
 @pytest.mark.pytorch_full

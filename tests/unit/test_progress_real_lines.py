@@ -199,7 +199,7 @@ def test_a_save_end_line_alone_credits_the_last_iteration() -> None:
 )
 def test_a_finished_job_is_not_a_hang_while_it_tears_down(line: str) -> None:
     analyzer = LogAnalyzer()
-    analyzer.feed(b"step 59/60 loss 0.1 lr 1e-3 (0.2 s/it)\nstep 60/60 loss 0.1 lr 1e-3 (0.2 s/it)\n", now=10.0)
+    analyzer.feed(b"step 59/60 loss 0.1 (0.2 s/it)\nstep 60/60 loss 0.1 (0.2 s/it)\n", now=10.0)
     assert analyzer.check_hang(10.0 + CFG.hang_ceiling_s + 1) is not None
     analyzer.feed(line.encode() + b"\n", now=11.0)
     assert analyzer.progress.finished
