@@ -139,6 +139,7 @@ def main() -> int:
         sched.step()
         pause = step_s * (slow_factor if rank == slow_rank and step >= slow_from else 1.0)
         time.sleep(pause)
+        busy = time.monotonic() - last  # this rank's own share of the step, before waiting for peers
         dist.barrier()  # synchronous training: the step ends when the slowest rank is done
         now = time.monotonic()
         dt, last = now - last, now
@@ -154,7 +155,8 @@ def main() -> int:
                         flush=True,
                     )
             else:
-                print(f"{prefix}step {step}/{steps} loss {loss.item():.4f} lr {lr:.2e} ({dt:.2f} s/it)",
+                shown = busy if rank_times else dt  # per-rank lines time the rank itself
+                print(f"{prefix}step {step}/{steps} loss {loss.item():.4f} lr {lr:.2e} ({shown:.2f} s/it)",
                       flush=True)
         if (ckpt_every and step % ckpt_every == 0) or step == steps:
             if rank == 0:

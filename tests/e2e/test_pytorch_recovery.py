@@ -207,19 +207,20 @@ async def test_an_xid_in_a_nodes_kernel_log_excludes_that_node(stack: Stack) -> 
     node2 is excluded and the job resumes elsewhere from its checkpoint."""
     ddp = submit_ddp(stack, mode="action", steps=50)
     await ddp.wait_step(12)
-    kern = NODE_LOGS / "node2" / "kern.log"
+    _, bad = ddp.rank(2)  # the job's second node
+    kern = NODE_LOGS / bad / "kern.log"
     kern.parent.mkdir(parents=True, exist_ok=True)
     with kern.open("ab") as fh:
         fh.write(
-            b"Nov 30 21:40:01 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, "
-            b"GPU has fallen off the bus.\n"
+            f"Nov 30 21:40:01 {bad} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, "
+            "GPU has fallen off the bus.\n".encode()
         )
     events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=150)
     advice = first(events, EventType.ADVICE)
-    assert advice.category == "gpu_hardware" and advice.nodes == ("node2",), advice.message
+    assert advice.category == "gpu_hardware" and advice.nodes == (bad,), advice.message
     record = ddp.job.show()
-    assert record["JobState"] == "COMPLETED" and record["ExcNodeList"] == "node2"
-    assert "node2" not in record["NodeList"]
+    assert record["JobState"] == "COMPLETED" and record["ExcNodeList"] == bad
+    assert bad not in record["NodeList"]
     assert "Xid" not in ddp.text()  # the job's own output never carried it
     assert re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
 

@@ -208,3 +208,28 @@ def test_a_finished_job_is_not_a_hang_while_it_tears_down(line: str) -> None:
     analyzer.feed(b"resumed from step 40 (x)\nstep 41/60 loss 0.1 lr 1e-3 (0.2 s/it)\n", now=20.0)
     assert not analyzer.progress.finished
     assert analyzer.check_hang(20.0 + CFG.hang_ceiling_s + 1) is not None
+
+
+def _rank_lines(slow_rank: int | None, steps: range, fast: float = 0.2, slow: float = 0.6) -> bytes:
+    out = []
+    for step in steps:
+        for rank in range(4):
+            t = slow if rank == slow_rank else fast
+            out.append(f"[rank{rank}]: step {step}/100 loss 0.5 lr 1.00e-03 ({t:.2f} s/it)\n")
+    return "".join(out).encode()
+
+
+def test_a_slow_rank_is_named_with_its_node_from_per_rank_step_times() -> None:
+    analyzer = LogAnalyzer(node_of_rank=lambda r: ("node1", "node1", "node2", "node2")[r])
+    assert not analyzer.feed(_rank_lines(None, range(1, 12)), now=1.0)  # all equal: nothing
+    found = analyzer.feed(_rank_lines(3, range(12, 30)), now=2.0)
+    slow = [f for f in found if f.pattern_id == "rank_straggler"]
+    assert len(slow) == 1  # reported once while it stays slow
+    assert slow[0].rank == 3 and slow[0].nodes == ("node2",) and slow[0].category.value == "straggler"
+    assert "3.00x" in slow[0].detail
+
+
+def test_one_slow_step_or_equal_ranks_are_no_straggler() -> None:
+    analyzer = LogAnalyzer(node_of_rank=lambda r: "node1")
+    data = _rank_lines(None, range(1, 30)) + _rank_lines(2, range(30, 31)) + _rank_lines(None, range(31, 40))
+    assert not [f for f in analyzer.feed(data, now=1.0) if f.pattern_id == "rank_straggler"]

@@ -17,6 +17,7 @@ from trainguard.detection.prefilter import Prefilter
 from trainguard.detection.progress import (
     ProgressConfig,
     ProgressTracker,
+    RankStragglers,
     checkpoint_event,
     parse_progress,
     training_finished,
@@ -51,6 +52,7 @@ class LogAnalyzer:
         self._catalog = catalog or load_catalog()
         self._config = config or ProgressConfig()
         self._tracker = ProgressTracker(self._config, progress)
+        self._rank_stragglers = RankStragglers(self._config)
         self._node_of_rank = node_of_rank
         self._progress_keywords = self._config.all_keywords
         keywords = tuple(dict.fromkeys((*self._catalog.keywords, *self._progress_keywords, *_EXTRA_KEYWORDS)))
@@ -210,6 +212,12 @@ class LogAnalyzer:
             straggler = self._tracker.on_progress(p, now, line)
             if straggler is not None:
                 out.append(straggler)
+            rank = locate(line).rank if p.step_ms else None
+            if rank is not None and p.step_ms:
+                slow = self._rank_stragglers.observe(rank, p.step_ms, now, line)
+                if slow is not None:
+                    node = self._node_of_rank(rank) if self._node_of_rank is not None else None
+                    out.append(slow.model_copy(update={"nodes": (node,)}) if node else slow)
             return
         event = checkpoint_event(line, self._config)
         if event is not None:

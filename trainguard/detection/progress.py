@@ -391,3 +391,59 @@ class ProgressTracker:
             timestamp=now,
             detail=f"no progress for {stalled:.0f} s{it}{where} (threshold {threshold:.0f} s)",
         )
+
+
+MAX_TRACKED_RANKS = 4096
+
+
+class RankStragglers:
+    """One rank slower than its peers, from the step time each rank prints for itself.
+
+    Synchronous training makes every rank's wall-clock step equal (all wait for the slowest), so a
+    job-wide slowdown does not say where; per-rank timers (a rank's own share of the step, printed
+    with its rank prefix) do. A rank is a straggler when the median of its last `straggler_window`
+    times exceeds `straggler_ratio` x the median of the other ranks' medians for `straggler_sustain`
+    reports in a row; it is reported once until it recovers. Bounded: at most MAX_TRACKED_RANKS ranks.
+    """
+
+    def __init__(self, config: ProgressConfig) -> None:
+        self.config = config
+        self._recent: dict[int, list[float]] = {}
+        self._streak: dict[int, int] = {}
+        self._reported: set[int] = set()
+
+    def observe(self, rank: int, step_ms: float, now: float, line: str = "") -> Finding | None:
+        cfg = self.config
+        if step_ms <= 0 or (rank not in self._recent and len(self._recent) >= MAX_TRACKED_RANKS):
+            return None
+        recent = self._recent.setdefault(rank, [])
+        recent.append(step_ms)
+        del recent[: -cfg.straggler_window]
+        if len(recent) < cfg.straggler_window:
+            return None
+        peers = [_median(v) for r, v in self._recent.items() if r != rank and len(v) >= cfg.straggler_window]
+        if not peers:
+            return None
+        mine, theirs = _median(recent), _median(peers)
+        if theirs <= 0 or mine <= cfg.straggler_ratio * theirs:
+            self._streak[rank] = 0
+            self._reported.discard(rank)
+            return None
+        self._streak[rank] = self._streak.get(rank, 0) + 1
+        if self._streak[rank] < cfg.straggler_sustain or rank in self._reported:
+            return None
+        self._reported.add(rank)
+        return Finding(
+            source=FindingSource.PROGRESS,
+            pattern_id="rank_straggler",
+            category=Category.STRAGGLER,
+            attribution=Attribution.HARDWARE,
+            fatal=False,
+            line=clip(line),
+            timestamp=now,
+            rank=rank,
+            detail=(
+                f"rank {rank}'s median step {mine:.0f} ms over its last {len(recent)} steps is "
+                f"{mine / theirs:.2f}x its {len(peers)} peers' {theirs:.0f} ms"
+            ),
+        )
