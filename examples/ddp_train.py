@@ -11,7 +11,9 @@ It prints what training frameworks print (nothing here is written for TrainGuard
   hf     `{'loss': 0.6568, 'grad_norm': 0.41, 'learning_rate': 0.000533, 'epoch': 0.05}`
 and `saved checkpoint at step N to DIR` / `resumed from step N (FILE)`. Checkpoints are torch.save files
 `step_NNNNNNN.pt`, written by rank 0 to a temporary name and renamed (atomic); a (re)start resumes from
-the newest one. Settings are DDP_* environment variables (see examples/README.md).
+the newest one. Settings are DDP_* environment variables (see examples/README.md). With
+DDP_RANK_TIMES=1 every rank prints its line, prefixed `[rankN]: `, timing its own share of the step
+(before it waits for its peers), as per-rank timers do.
 
 The only fault it injects itself is a Python exception in one rank (DDP_FAULT=exception); kills, stops
 and node deaths come from outside, as in life. DDP_PID_DIR gets `rank<R>.pid` ("pid node local_rank") so
@@ -92,6 +94,7 @@ def main() -> int:
     fault = os.environ.get("DDP_FAULT", "")
     fault_at = env_int("DDP_FAULT_AT", 10)
     fault_rank = env_int("DDP_FAULT_RANK", 1)
+    fault_once = os.environ.get("DDP_FAULT_ONCE", "")  # marker file: fire only while it is absent
     slow_rank = env_int("DDP_SLOW_RANK", -1)
     slow_from = env_int("DDP_SLOW_FROM", 10**9)
     slow_factor = env_float("DDP_SLOW_FACTOR", 3.0)
@@ -130,6 +133,11 @@ def main() -> int:
     for step in range(start + 1, steps + 1):
         x = torch.randn(32, 16, generator=gen)
         y = (x @ w_true).unsqueeze(1) + 0.1 * torch.randn(32, 1, generator=gen)
+        if fault == "exception" and rank == fault_rank and step == fault_at and fault_once:
+            if os.path.exists(fault_once):
+                fault = ""  # fired in an earlier attempt
+            else:
+                Path(fault_once).touch()
         if fault == "exception" and rank == fault_rank and step == fault_at:
             raise ValueError(f"bad sample in batch at step {step}: expected 16 features, got 15")
         opt.zero_grad()

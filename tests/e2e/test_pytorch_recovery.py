@@ -244,3 +244,27 @@ async def test_torchrun_sigkill_in_observe_mode_advises_and_never_touches_slurm(
     assert advice.category not in ("killed_oom_host", "python_exception"), advice.message
     assert not [e for e in stack.events(ddp.job.job_id) if e.event_type == EventType.ACTION]
     assert "Root Cause" in ddp.text() and node in ("node1", "node2")
+
+
+@pytest.mark.pytorch_full
+async def test_a_slow_rank_is_a_straggler_named_by_its_node(stack: Stack) -> None:
+    """Each rank prints its own share of the step ([rankN]: ... s/it); rank 3 (node2 with 2 ranks per
+    node) becomes 3x slower. The straggler advice names node2; whatever the cost model decides, no
+    other node is excluded."""
+    ddp = submit_ddp(
+        stack,
+        mode="action",
+        steps=70,
+        env={"DDP_RANK_TIMES": "1", "DDP_SLOW_RANK": "3", "DDP_SLOW_FROM": "15", "DDP_SLOW_FACTOR": "3"},
+    )
+
+    def straggler_advice() -> bool:
+        events = stack.events(ddp.job.job_id)
+        return any(e.event_type == EventType.ADVICE and e.category == "straggler" for e in events)
+
+    events = await stack.wait_until(straggler_advice, "straggler advice", 120, ddp.job.job_id)
+    advice = next(e for e in events if e.event_type == EventType.ADVICE and e.category == "straggler")
+    assert advice.nodes == ("node2",), advice.message
+    assert "rank 3" in " ".join(advice.evidence) or "rank 3" in advice.message, advice
+    record = ddp.job.show()
+    assert record.get("ExcNodeList") in ("(null)", None, "node2")
