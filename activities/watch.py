@@ -53,6 +53,11 @@ FINISHED = {
 }
 # Signatures that only say a peer went away; alone they wait for Slurm's verdict on the nodes.
 PEER_LOSS_PATTERNS = frozenset({"gloo_peer_lost", "nccl_remote_error"})
+# A crashing job usually leaves RUNNING within seconds of its first error line; wait this long (the
+# default of watch.slurm_verdict_wait_s) for Slurm to say so before reporting evidence that alone may not
+# touch a running job (it is then recorded and watched), so a real crash is attributed with its log
+# evidence and Slurm's exit together.
+RUNNING_GRACE_S = 45.0
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 
 
@@ -112,7 +117,7 @@ class JobWatcher:
         gpu_probe: GpuProbe | None = None,
         gpu_interval_s: float = 15.0,
         progress_config: ProgressConfig | None = None,
-        slurm_verdict_wait_s: float = 120.0,
+        slurm_verdict_wait_s: float = RUNNING_GRACE_S,
         checkpoints: CheckpointLocator | None = None,
         node_sources: NodeSourceFactory | None = None,
     ) -> None:
@@ -312,7 +317,7 @@ class JobWatcher:
         node may have died, which only Slurm can tell). Slurm ending the job, or marking one of its
         nodes down, arrives as a scheduler finding and ends the wait."""
         fatal = [f for f in state.findings if f.fatal]
-        if not fatal:
+        if not fatal or any(f.category.value == "straggler" for f in state.findings):
             return False
         started = state.first_signal_at if state.first_signal_at is not None else now
         if now >= started + self.slurm_verdict_wait_s:

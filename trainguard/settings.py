@@ -95,7 +95,7 @@ class WatchSettings(Section):
     # NCCL remote error) says a peer died, not why, and srun reports a rank's death while the job is
     # still RUNNING (a running job is only touched on evidence that it fails). Slurm ending the job or
     # marking its node down ends the wait at once.
-    slurm_verdict_wait_s: float = Field(default=120.0, ge=0)
+    slurm_verdict_wait_s: float = Field(default=45.0, ge=0)
     # Checkpoint progress from the filesystem (trainguard/checkpoint_dir.py): a job's opt-in
     # "checkpoint_dir", else this pattern ({job_id}, {user}, {work_dir}; "" = none), read every
     # checkpoint_scan_interval_s and before a decision. Only directories under the job's work dir or

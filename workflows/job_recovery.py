@@ -364,7 +364,11 @@ class JobRecoveryWorkflow:
             checkpoint_iteration=self.carry.progress.last_checkpoint_iteration,
             progress=self.carry.progress,
         )
-        advice, new_state = decide(self.carry.policy_state, verdict, ctx, self.cfg.policy)
+        policy = self.cfg.policy
+        if not workflow.patched("exclude-min-confidence"):
+            # Histories recorded before low-confidence verdicts stopped excluding replay as they ran.
+            policy = policy.model_copy(update={"exclude_min_confidence": 0.0})
+        advice, new_state = decide(self.carry.policy_state, verdict, ctx, policy)
         self._set_carry(policy_state=new_state)
         if job is not None:
             advice = advice.model_copy(
@@ -576,9 +580,11 @@ class JobRecoveryWorkflow:
             self.status_dirty = True
 
     def _mode_changed(self, change: ModeChange, *, scope: str) -> None:
+        # A cluster-wide change is one operator action with one operator row (the API's); each workload
+        # records what it did to its own effective mode as the system.
         self._event(
             EventType.MODE_CHANGED,
-            actor=change.actor,
+            actor=change.actor if scope == "workload" else Actor.SYSTEM,
             mode=self.mode.value,
             message=clip(
                 f"{scope} mode set to {change.mode.value}; effective {self.mode.value}. {change.reason}"

@@ -37,11 +37,13 @@ def verdict(
     nodes: tuple[str, ...] = (),
     patterns: tuple[str, ...] = ("py_traceback",),
     summary: str = "",
+    confidence: float = 0.9,
 ) -> Verdict:
     return Verdict(
         category=category,
         attribution=attribution,
         fatal=fatal,
+        confidence=confidence,
         nodes=nodes,
         pattern_ids=patterns,
         summary=summary,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from trainguard.audit.schemas import AdviceRecord, AgreementRow, Disposition, OperatorDecision
 from trainguard.models import Mode, WorkloadStatus
@@ -58,16 +58,17 @@ class WorkloadDetail(BaseModel):
     recent_advice: list[AdviceRecord] = Field(default_factory=list)
 
 
+# Request fields are strict: `{"paused": "yes"}` or `{"paused": 1}` is a client bug, not a true (422).
 class ModeChangeBody(Body):
     mode: Mode
-    who: str = Field(default="", max_length=MAX_WHO)
-    reason: str = Field(default="", max_length=MAX_TEXT)
+    who: StrictStr = Field(default="", max_length=MAX_WHO)
+    reason: StrictStr = Field(default="", max_length=MAX_TEXT)
 
 
 class PauseBody(Body):
-    paused: bool
-    who: str = Field(default="", max_length=MAX_WHO)
-    reason: str = Field(default="", max_length=MAX_TEXT)
+    paused: StrictBool
+    who: StrictStr = Field(default="", max_length=MAX_WHO)
+    reason: StrictStr = Field(default="", max_length=MAX_TEXT)
 
 
 class PauseResult(BaseModel):
@@ -90,15 +91,15 @@ class ClusterSummary(BaseModel):
 class ReconciliationReport(Body):
     """What an external controller (or our cluster worker) reports after applying an advice."""
 
-    observed_generation: int | None = Field(default=None, ge=0, le=MAX_INT, alias="observedGeneration")
+    observed_generation: StrictInt | None = Field(default=None, ge=0, le=MAX_INT, alias="observedGeneration")
     disposition: Disposition
-    reason: str = Field(default="", max_length=MAX_TEXT)
+    reason: StrictStr = Field(default="", max_length=MAX_TEXT)
 
 
 class DecisionBody(Body):
     decision: Literal["agree", "disagree"]
-    did_instead: str = Field(default="", max_length=MAX_TEXT, alias="didInstead")
-    who: str = Field(default="", max_length=MAX_WHO)
+    did_instead: StrictStr = Field(default="", max_length=MAX_TEXT, alias="didInstead")
+    who: StrictStr = Field(default="", max_length=MAX_WHO)
 
 
 class AdviceDetail(BaseModel):

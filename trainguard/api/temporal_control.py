@@ -12,7 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
 from trainguard.audit import AuditStore
-from trainguard.models import Mode, ModeChange, PauseRequest, WorkloadStatus, clip
+from trainguard.models import AuditEventIn, EventType, Mode, ModeChange, PauseRequest, WorkloadStatus, clip
 from trainguard.settings import TemporalSettings
 
 SET_MODE_UPDATE = "set_mode"
@@ -151,6 +151,23 @@ class StoreTemporalControl:
     async def set_workload_mode(self, workflow_id: str, change: ModeChange) -> WorkloadStatus:
         self.calls.append(("set_mode", workflow_id, change))
         current = self._find(workflow_id)
+        # Stands in for the workflow's update handler, which writes the change's one audit row.
+        self._store.record(
+            AuditEventIn(
+                event_id=f"{current.workload_key}/mode-{len(self.calls)}-{time.time_ns()}",
+                event_type=EventType.MODE_CHANGED,
+                workload_key=current.workload_key,
+                cluster=current.cluster,
+                job_id=current.job_id,
+                submit_time=current.submit_time,
+                attempt=current.attempts,
+                actor=change.actor,
+                ts=time.time(),
+                mode=change.mode.value,
+                message=clip(f"workload mode set to {change.mode.value}. {change.reason}"),
+                data={"who": clip(change.who, 200), "scope": "workload"},
+            )
+        )
         return current.model_copy(
             update={"mode": change.mode, "updated_at": max(time.time(), current.updated_at)}
         )

@@ -166,25 +166,20 @@ def get_workload(
     )
 
 
-def _mode_event(
-    *, scope: str, cluster: str, change: ModeChange, workload: WorkloadStatus | None
-) -> AuditEventIn:
-    target = workload.workload_key if workload else f"cluster {cluster}"
+def _cluster_mode_event(*, cluster: str, change: ModeChange) -> AuditEventIn:
+    """The one operator row of a cluster mode change; each workload records its new effective mode as a
+    system row (a consequence, not a second action)."""
     return AuditEventIn(
         event_id=f"api-mode:{uuid.uuid4().hex}",
         event_type=EventType.MODE_CHANGED,
-        workload_key=workload.workload_key if workload else "",
         cluster=cluster,
-        job_id=workload.job_id if workload else "",
-        submit_time=workload.submit_time if workload else 0,
-        attempt=workload.attempts if workload else 0,
         actor=Actor.OPERATOR,
         ts=time.time(),
         mode=change.mode.value,
         message=clip(
-            f"operator set {scope} mode of {target} to {change.mode.value} via the API. {change.reason}"
+            f"operator set cluster mode of {cluster} to {change.mode.value} via the API. {change.reason}"
         ),
-        data={"who": clip(change.who, 200), "scope": scope, "source": "api"},
+        data={"who": clip(change.who, 200), "scope": "cluster", "source": "api"},
     )
 
 
@@ -207,10 +202,9 @@ async def set_workload_mode(
     )
     updated = await ctx.temporal.set_workload_mode(workflow_id, change)
     # The workflow persists its status too; writing the update's answer now lets the console show it at once.
+    # The audit row is the workflow's own (durable, written once by its update handler): writing another
+    # here gave two `mode_changed` rows for one operator action.
     await run_in_threadpool(ctx.store.upsert_workload, updated)
-    await run_in_threadpool(
-        ctx.store.record, _mode_event(scope="workload", cluster=cluster, change=change, workload=workload)
-    )
     return updated
 
 
@@ -248,7 +242,5 @@ async def set_cluster_mode(cluster: ClusterName, body: ModeChangeBody, request: 
     ctx = context(request)
     change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=body.who, reason=body.reason)
     await ctx.temporal.set_cluster_mode(cluster, change)
-    await run_in_threadpool(
-        ctx.store.record, _mode_event(scope="cluster", cluster=cluster, change=change, workload=None)
-    )
+    await run_in_threadpool(ctx.store.record, _cluster_mode_event(cluster=cluster, change=change))
     return ClusterModeResult(cluster=cluster, mode=body.mode)

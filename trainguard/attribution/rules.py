@@ -191,7 +191,9 @@ def attribute(
     where = f" line {decider.line_no}" if decider.line_no else ""
     summary = f"{decider.category.value} ({decider.attribution.value}) from {decider.pattern_id}{where}"
     if decider.category == Category.SIGNAL_KILL:
-        summary = f"signal kill (SIGKILL) with no OOM evidence, cause unknown, from {decider.pattern_id}{where}"
+        summary = (
+            f"signal kill (SIGKILL) with no OOM evidence, cause unknown, from {decider.pattern_id}{where}"
+        )
     mismatch = () if initiating else _mismatched_collectives(fatal)
     if mismatch:
         attribution, confidence = Attribution.APPLICATION, 0.7

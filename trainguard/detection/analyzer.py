@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from trainguard.detection.catalog import Catalog, load_catalog
+from trainguard.detection.catalog import Catalog, Signature, load_catalog
 from trainguard.detection.locate import locate, valid_node_name
 from trainguard.detection.normalize import Normalized, normalize
 from trainguard.detection.prefilter import Prefilter
@@ -200,7 +200,7 @@ class LogAnalyzer:
             # A retried, caught or warned-about error is not a failure (the job carries on).
             benign = benign_occurrence(norm.text, sig.category, sig.priority)
             if sig.fatal and not benign and not (sig.requires_traceback and not recent_tb):
-                self._finding(m.signature.id, line, norm, line_no, offset, now, m.groups, out)
+                self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
             return
         if any(self._kw_progress[k] for k in present):
             self._progress(line, now, out)
@@ -227,7 +227,7 @@ class LogAnalyzer:
 
     def _finding(
         self,
-        sig_id: str,
+        sig: Signature,
         line: str,
         norm: Normalized,
         line_no: int,
@@ -236,9 +236,6 @@ class LogAnalyzer:
         groups: dict[str, str],
         out: list[Finding],
     ) -> None:
-        sig = self._catalog.get(sig_id)
-        if sig is None:
-            return
         loc = locate(line, norm)
         nodes = list(loc.nodes)
         node = groups.get("node")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from trainguard.detection.xid import classify_xid
 from trainguard.models import Attribution, Category
 
 PRIORITY_GENERIC = 1
@@ -44,6 +45,8 @@ class Signature:
     requires_traceback: bool = False
     examples: tuple[str, ...] = ()
     counter_examples: tuple[str, ...] = ()
+    table: str = ""  # "xid": category, severity and id come from NVIDIA's Xid catalog per code
+    parent: str = ""  # for a signature derived from a table entry: the catalog entry that matched
 
     def match(self, line: str) -> re.Match[str] | None:
         if not any(k in line for k in self.keywords):
@@ -78,6 +81,8 @@ class Catalog:
             m = sig.match(line)
             if m is not None:
                 groups = {k: v for k, v in m.groupdict().items() if v and k in _IMPLICATING_GROUPS}
+                if sig.table == "xid" and groups.get("xid"):
+                    return SignatureMatch(_xid_signature(sig, int(groups["xid"]), line), groups)
                 return SignatureMatch(sig, groups)
         return None
 
@@ -87,6 +92,27 @@ class Catalog:
     def grep_patterns(self) -> list[str]:
         """The regexes as POSIX ERE, for `grep -E -f` (benchmark baseline, ad-hoc greps by operators)."""
         return [to_ere(sig.pattern) for sig in self.signatures]
+
+
+@lru_cache(maxsize=1024)
+def _derived(sig: Signature, klass: str) -> Signature:
+    from trainguard.detection.xid import CLASSES
+
+    k = CLASSES[klass]
+    return replace(
+        sig,
+        id=f"{sig.id}_{klass}",
+        category=k.category,
+        attribution=k.attribution,
+        fatal=k.fatal,
+        cascade=k.cascade,
+        priority=k.priority,
+        parent=sig.id,
+    )
+
+
+def _xid_signature(sig: Signature, code: int, line: str) -> Signature:
+    return _derived(sig, classify_xid(code, line).klass.name)
 
 
 def to_ere(pattern: str) -> str:
@@ -110,6 +136,8 @@ def _parse_entry(raw: Any, index: int) -> Signature:
         raise CatalogError(f"signature {sig_id}: missing field {err.args[0]!r}") from None
     except ValueError as err:
         raise CatalogError(f"signature {sig_id}: {err}") from None
+    if raw.get("table") not in (None, "", "xid"):
+        raise CatalogError(f"signature {sig_id}: unknown table {raw.get('table')!r}")
     if not keywords or any(not k for k in keywords):
         raise CatalogError(f"signature {sig_id}: needs at least one non-empty keyword (the prefilter)")
     try:
@@ -132,6 +160,7 @@ def _parse_entry(raw: Any, index: int) -> Signature:
         requires_traceback=bool(raw.get("requires_traceback", False)),
         examples=tuple(str(e) for e in raw.get("examples", ()) or ()),
         counter_examples=tuple(str(e) for e in raw.get("counter_examples", ()) or ()),
+        table=str(raw.get("table", "") or ""),
     )
 
 

@@ -33,6 +33,8 @@ class PolicyConfig(Frozen):
     """How far ahead a slowdown is assumed to last; the job's own remaining time caps it."""
     requeue_on_time_limit: bool = True
     """Requeue a job that hit its time limit and has a checkpoint to resume from."""
+    exclude_min_confidence: float = Field(default=0.7, ge=0.0, le=1.0)
+    """A verdict below this confidence gives advice without exclusion: no node is blamed on a guess."""
     exclude_on_node_failure: bool = True
     """Nodes named by a Slurm node failure go into the ledger like hardware-implicated ones."""
     array_systemic_tasks: int = Field(default=3, ge=2)

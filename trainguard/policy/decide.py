@@ -183,7 +183,8 @@ def _fatal(
         )
     implicated: tuple[str, ...] = ()
     node_failure_excludes = kind == FailureClass.NODE_FAILURE and config.exclude_on_node_failure
-    if kind == FailureClass.HARDWARE or node_failure_excludes:
+    unsure = verdict.confidence < config.exclude_min_confidence
+    if (kind == FailureClass.HARDWARE or node_failure_excludes) and not unsure:
         implicated = tuple(n for n in verdict.nodes if n and n not in state.excluded_nodes)
     full, problem, ledger_ok = _placement(state, implicated, ctx, config)
     ledger = full if ledger_ok else None
@@ -198,6 +199,11 @@ def _fatal(
     parts = [f"Requeue after {what}, {resume}"]
     if implicated:
         parts.append(f"excluding newly implicated {names(implicated)}")
+    elif unsure and verdict.nodes and kind in (FailureClass.HARDWARE, FailureClass.NODE_FAILURE):
+        parts.append(
+            f"{names(verdict.nodes)} not excluded: confidence {verdict.confidence:.2f} is below "
+            f"exclude_min_confidence={config.exclude_min_confidence:g}"
+        )
     elif kind == FailureClass.HARDWARE:
         parts.append("no node was implicated, so none newly excluded")
     if full:
