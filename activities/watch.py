@@ -28,6 +28,7 @@ from trainguard.logsources.base import LogSource
 from trainguard.logsources.nodelogs import NodeLogFollower, NodeSourceFactory
 from trainguard.models import (
     Finding,
+    FindingSource,
     JobSnapshot,
     LogCursor,
     NodeSnapshot,
@@ -212,6 +213,10 @@ class JobWatcher:
                 self._collect(state, found_on_nodes, now, inp.settle_s)
             if not phase.failure_handled and job.state == "RUNNING":
                 hang = analyzer.check_hang(now)
+                if hang is not None and any(f.fatal and f.source == FindingSource.LOG for f in state.findings):
+                    # The log already says why training stopped (a rank's error, a lost peer): the stall
+                    # is its consequence. It still shows the job failing, but it decides nothing.
+                    hang = hang.model_copy(update={"cascade": True})
                 if hang is not None:
                     self._collect(state, [hang], now, 0.0)
             if not phase.failure_handled:
@@ -322,9 +327,11 @@ class JobWatcher:
         started = state.first_signal_at if state.first_signal_at is not None else now
         if now >= started + self.slurm_verdict_wait_s:
             return False
-        if job_is_running(job) and not any(shows_running_job_failing(f, job) for f in fatal):
+        # A lost peer stops everyone's progress too: the hang it causes does not decide either.
+        deciding = [f for f in fatal if not f.cascade and f.source != FindingSource.PROGRESS]
+        if not deciding and any(f.pattern_id in PEER_LOSS_PATTERNS for f in fatal):
             return True
-        return all(f.cascade for f in fatal) and any(f.pattern_id in PEER_LOSS_PATTERNS for f in fatal)
+        return job_is_running(job) and not any(shows_running_job_failing(f, job) for f in fatal)
 
     @staticmethod
     def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import CheckpointLocator, JobWatcher, _rank_to_node
 from trainguard import contracts as c
+from trainguard.detection.progress import ProgressConfig
 from trainguard.logsources.base import LogChunk
 from trainguard.logsources.files import FileLogSource
 from trainguard.models import (
@@ -344,3 +345,27 @@ async def test_an_xid_in_a_nodes_kernel_log_is_that_nodes_and_that_jobs(tmp_path
     assert hardware and {f.nodes for f in hardware} == {("node2",)}
     assert all("old" not in f.line for f in obs.findings)
     assert not [f for f in obs.findings if "Out of memory" in f.line]
+
+
+async def test_a_stall_after_a_ranks_error_is_its_consequence_not_the_cause() -> None:
+    """A rank raised; srun is slow to tear the step down and progress stops: the hang that follows is
+    a cascade of the error (it shows the running job failing, so nothing waits longer)."""
+    world = World(job=running(num_tasks=4))
+
+    async def train_then_fail() -> None:
+        for i in range(1, 8):
+            world.log += f"step {i}/100 loss 0.5 (0.05 s/it)\n".encode()
+            await asyncio.sleep(0.05)
+        world.log += b"[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: bad sample\n"
+
+    job = asyncio.create_task(train_then_fail())
+    config = ProgressConfig(hang_floor_s=0.3, hang_factor=2.0)
+    result = await watcher(world, progress_config=config, slurm_verdict_wait_s=30.0).watch(
+        inp(slice_s=10.0, settle_s=0.05), lambda *a: None
+    )
+    await job
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE
+    hang = [f for f in obs.findings if f.category == Category.HANG]
+    assert hang and all(f.cascade for f in hang)
+    assert any(f.category == Category.PYTHON_EXCEPTION and not f.cascade for f in obs.findings)
