@@ -213,7 +213,8 @@ class JobWatcher:
                 self._collect(state, found_on_nodes, now, inp.settle_s)
             if not phase.failure_handled and job.state == "RUNNING":
                 hang = analyzer.check_hang(now)
-                if hang is not None and any(f.fatal and f.source == FindingSource.LOG for f in state.findings):
+                logged = any(f.fatal and f.source == FindingSource.LOG for f in state.findings)
+                if hang is not None and logged:
                     # The log already says why training stopped (a rank's error, a lost peer): the stall
                     # is its consequence. It still shows the job failing, but it decides nothing.
                     hang = hang.model_copy(update={"cascade": True})
