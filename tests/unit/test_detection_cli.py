@@ -33,6 +33,10 @@ def test_corpus_report_prints_the_table(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["corpus-report"]) == 0
     out = capsys.readouterr().out
     assert "fatal-vs-healthy" in out and "nccl_timeout" in out
+    assert "== tuning part" in out and "== held-out part" in out and "confidence calibration" in out
     assert main(["corpus-report", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["samples"] >= 100 and doc["healthy_classified_fatal"] == []
+    assert doc["samples"] == doc["tuning"]["samples"] + doc["heldout"]["samples"]
+    for part in ("tuning", "heldout"):
+        assert doc[part]["healthy_classified_fatal"] == []
+        assert sum(row["verdicts"] for row in doc[part]["calibration"]) == doc[part]["samples"]

@@ -1,30 +1,145 @@
+"""The labelled corpus of real log excerpts, its tuning/held-out split, and the accuracy floors.
+
+The held-out part is never used to fit signatures (issue 12 §2): the floors asserted on it are the
+measured values, not the targets, wherever the measurement is below the target.
+"""
+
 from __future__ import annotations
 
-from trainguard.detection.evaluation import DEFAULT_CORPUS_DIR, evaluate, load_corpus, read_samples
+import json
+from collections import defaultdict
+from functools import cache
+
+from trainguard.detection.classify import ClassifyResult
+from trainguard.detection.evaluation import (
+    DEFAULT_CORPUS_DIR,
+    HELDOUT,
+    SPLITS,
+    TUNING,
+    Outcome,
+    Report,
+    Sample,
+    evaluate_parts,
+    load_corpus,
+    read_samples,
+    source_repo,
+    split_for,
+)
 from trainguard.models import Attribution, Category
 
 PUBLIC = {c.value for c in Category} - {"straggler"}
 ATTRIBUTIONS = {a.value for a in Attribution}
+SPLIT_FILE = DEFAULT_CORPUS_DIR / "public.jsonl"
+
+# Targets of issue 12 for the held-out part.
+TARGET_FATAL, TARGET_CATEGORY, TARGET_ATTRIBUTION = 0.97, 0.90, 0.80
+# Measured on the held-out part after tuning (see docs/detection.md, "Measuring"). Below the target
+# where the measurement is: the suite asserts what was measured so a regression fails, not the wish.
+HELDOUT_FLOOR_FATAL, HELDOUT_FLOOR_CATEGORY, HELDOUT_FLOOR_ATTRIBUTION = 0.85, 0.82, 0.80
 
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 100
+    assert len(own) >= 325
     assert len({s.id for s in own}) == len(own)
     for s in own:
-        assert s.source.startswith("https://github.com/"), s.id
+        assert s.source.startswith("https://"), s.id
         assert s.category in PUBLIC and s.attribution in ATTRIBUTIONS, s.id
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 25
+    assert sum(1 for s in own if not s.fatal) >= 85
     assert len({s.category for s in own}) >= 14
+    assert len({s.repo for s in own}) >= 170
 
 
-def test_accuracy_targets_hold_on_the_corpus() -> None:
-    report = evaluate(load_corpus())
-    assert report.total >= 100
+def test_new_records_carry_repo_split_and_rationale() -> None:
+    for raw in SPLIT_FILE.read_text(encoding="utf-8").splitlines():
+        doc = json.loads(raw)
+        assert doc["split"] in SPLITS and doc["repo"] == source_repo(doc["source"]), doc["id"]
+        assert doc["why"].strip() and isinstance(doc["nodes"], list), doc["id"]
+
+
+def test_split_is_by_source_and_follows_the_stored_rule() -> None:
+    corpus = load_corpus()
+    tuned_before = frozenset(s.repo for s in corpus if s.origin != SPLIT_FILE.name)
+    sides: dict[str, set[str]] = defaultdict(set)
+    for s in corpus:
+        sides[s.repo].add(s.split)
+        if s.origin == SPLIT_FILE.name:
+            # The stored split is what the documented rule gives: it cannot drift or be hand-moved.
+            assert s.split == split_for(s.repo, tuned_before), s.id
+        else:
+            assert s.split == TUNING, s.id  # predates the split: the signatures were fitted to it
+    assert all(len(v) == 1 for v in sides.values()), [r for r, v in sides.items() if len(v) > 1]
+    heldout = sum(1 for s in corpus if s.split == HELDOUT)
+    assert heldout >= 90 and heldout / len(corpus) >= 0.2
+
+
+def test_split_rule_is_deterministic_and_case_insensitive() -> None:
+    assert source_repo("https://github.com/NVIDIA/nccl/issues/472") == "nvidia/nccl"
+    assert (
+        source_repo("github.com/bigscience-workshop/bigscience/blob/x/y.md")
+        == "bigscience-workshop/bigscience"
+    )
+    assert source_repo("https://github.com/microsoft/DeepSpeed/issues/1") == "deepspeedai/deepspeed"
+    assert source_repo("https://forums.developer.nvidia.com/t/some-thread/123?page=2") == (
+        "forums.developer.nvidia.com/t/some-thread/123"
+    )
+    assert split_for("nvidia/nccl", frozenset({"nvidia/nccl"})) == TUNING
+    picks = {split_for(f"owner/repo{i}") for i in range(200)}
+    assert picks == {TUNING, HELDOUT}
+    assert [split_for(f"owner/repo{i}") for i in range(50)] == [
+        split_for(f"owner/repo{i}") for i in range(50)
+    ]
+
+
+@cache
+def _parts() -> dict[str, Report]:
+    """Classify the corpus once for the tests that read the scores (each part on its own)."""
+    return evaluate_parts(load_corpus())
+
+
+def test_tuning_part_meets_the_targets() -> None:
+    report = _parts()[TUNING]
     assert report.healthy_classified_fatal == []
-    assert report.fatal_accuracy >= 0.97
-    assert report.category_accuracy >= 0.90
-    assert report.attribution_accuracy >= 0.80
+    assert report.fatal_accuracy >= TARGET_FATAL
+    assert report.category_accuracy >= TARGET_CATEGORY
+    assert report.attribution_accuracy >= TARGET_ATTRIBUTION
+
+
+def test_heldout_part_holds_its_floor() -> None:
+    report = _parts()[HELDOUT]
+    assert report.total >= 90
+    assert report.healthy_classified_fatal == []
+    assert report.fatal_accuracy >= HELDOUT_FLOOR_FATAL
+    assert report.category_accuracy >= HELDOUT_FLOOR_CATEGORY
+    assert report.attribution_accuracy >= HELDOUT_FLOOR_ATTRIBUTION
+
+
+def _outcome(
+    conf: float, right: bool, nodes: tuple[str, ...] = (), got_nodes: tuple[str, ...] = ()
+) -> Outcome:
+    sample = Sample("x", "cuda_oom", "application", True, "https://x", "log", nodes=nodes)
+    result = ClassifyResult(
+        fatal=True,
+        category="cuda_oom" if right else "segfault",
+        attribution="application",
+        nodes=list(got_nodes),
+        evidence=[],
+        confidence=conf,
+    )
+    return Outcome(sample, result)
+
+
+def test_calibration_buckets_report_the_share_right() -> None:
+    report = Report([_outcome(0.95, True), _outcome(0.92, False), _outcome(0.55, True), _outcome(1.0, True)])
+    rows = {label: (n, share) for label, n, share in report.calibration()}
+    assert rows == {"0.90-1.00": (3, 2 / 3), "0.50-0.60": (1, 1.0)}
+
+
+def test_node_accuracy_counts_only_labelled_failures() -> None:
+    report = Report(
+        [_outcome(0.8, True, ("gpu-07",), ("GPU-07",)), _outcome(0.8, True, ("n1",), ()), _outcome(0.8, True)]
+    )
+    assert len(report.node_labelled) == 2 and report.node_accuracy == 0.5
