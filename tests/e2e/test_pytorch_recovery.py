@@ -76,7 +76,7 @@ class DdpJob:
 
 
 def submit_ddp(
-    stack: Stack, *, mode: str, launcher: str = "srun", steps: int = 60, env: dict[str, str] | None = None
+    stack: Stack, *, mode: str, launcher: str = "srun", steps: int = 30, env: dict[str, str] | None = None
 ) -> DdpJob:
     _torch_importable()
     workdir = stack.workdir / f"ddp-{len(stack.jobs)}-{int(time.time() * 1000)}"
@@ -164,7 +164,7 @@ async def test_a_node_dying_mid_step_waits_for_slurm_then_excludes_it(stack: Sta
     """slurmd and every step process of node2 killed mid-step: the survivors' gloo "Connection reset by
     peer" cascade alone must not decide; TrainGuard waits (bounded) for Slurm to call node2 dead, then
     excludes it and the job completes elsewhere from its checkpoint."""
-    ddp = submit_ddp(stack, mode="action", steps=70)
+    ddp = submit_ddp(stack, mode="action", steps=40)
     await ddp.wait_step(12)
     killed_at = time.time()
     stack.cluster.kill_node("node2")
@@ -201,11 +201,12 @@ async def test_the_same_exception_after_requeue_stops_retrying(stack: Stack) -> 
     assert record.get("ExcNodeList") in ("(null)", None)
 
 
+@pytest.mark.pytorch_full
 async def test_an_xid_in_a_nodes_kernel_log_excludes_that_node(stack: Stack) -> None:
     """A GPU fault delivered where it really appears: node2's kernel log, not the job's stdout. The
     watch follows the kernel logs of the job's nodes; the Xid is attributed to node2 and this job,
     node2 is excluded and the job resumes elsewhere from its checkpoint."""
-    ddp = submit_ddp(stack, mode="action", steps=50)
+    ddp = submit_ddp(stack, mode="action", steps=40)
     await ddp.wait_step(12)
     _, bad = ddp.rank(2)  # the job's second node
     kern = NODE_LOGS / bad / "kern.log"
