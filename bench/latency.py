@@ -475,6 +475,7 @@ async def run(args: argparse.Namespace) -> list[Result]:
         await ensure_cluster_watch(client, settings)
         store = AuditStore.from_url(audit_url)
         bench: Bench
+        plan: tuple[str, ...]
         if args.pytorch:
             from bench.pytorch_faults import PT_PLAN, PyTorchBench
 

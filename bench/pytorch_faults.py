@@ -17,14 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-from bench.latency import Bench, Result, Tail  # every DDP job takes 2 of the 4 nodes (2 units)
+from bench.latency import PT_KINDS, Bench, Result, Tail  # every DDP job takes 2 of the 4 nodes (2 units)
 from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
 
 REPO = Path(__file__).resolve().parents[1]
 DDP_SBATCH = REPO / "examples" / "ddp_train.sbatch"
 DDP_SCRIPT = REPO / "examples" / "ddp_train.py"
-PT_KINDS = ("pt_sigkill", "pt_sigstop", "pt_exception", "pt_node_failure", "pt_xid_kernel")
 PT_PLAN = PT_KINDS * 3
 DDP_PROGRESS = re.compile(r"^step (\d+)/")
 DDP_ATTEMPT = re.compile(r"^ddp: job \d+ attempt (\d+) on (\S+)")
