@@ -27,6 +27,8 @@ from trainguard.identity import workload_of
 from trainguard.models import ActionResult, ActionStep, JobSnapshot
 from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.errors import SlurmParseError
+from trainguard.slurm.jobids import parse_job_id
 from trainguard.slurm.runner import CommandError
 from workflows.search_attributes import CLUSTER, JOB_ID, initial_search_attributes
 
@@ -61,7 +63,10 @@ class ClusterActivities:
         env_re = re.compile(inp.environment_pattern, re.DOTALL)
         totals = c.DiscoverResult()
         while True:
-            snap = await self.cache.get()
+            try:
+                snap = await self.cache.get()
+            except SlurmParseError as err:
+                raise format_error(err) from None
             counts = await self._consider_all(snap.jobs, inp, env_re)
             totals = totals.model_copy(update={k: getattr(totals, k) + v for k, v in counts.items()})
             activity.heartbeat(totals.model_dump())
@@ -88,6 +93,20 @@ class ClusterActivities:
         return counts
 
     async def _consider(self, job: JobSnapshot, inp: c.DiscoverInput, env_re: re.Pattern[str]) -> str | None:
+        """One job's outcome. A job that cannot be considered is logged and skipped, never fatal to the
+        whole discovery pass (which would leave every other new job undiscovered)."""
+        try:
+            return await self._consider_one(job, inp, env_re)
+        except (ValueError, TypeError) as err:
+            key = f"{job.job_id}/{job.submit_time}"
+            if key not in self._reported:
+                self._reported.add(key)
+                log.warning("discovery skipped job %s: %s", job.job_id, str(err)[:300])
+            return None
+
+    async def _consider_one(
+        self, job: JobSnapshot, inp: c.DiscoverInput, env_re: re.Pattern[str]
+    ) -> str | None:
         workload = workload_of(self.cluster, job)
         if workload.workflow_id in self._reported:
             return None
@@ -102,6 +121,12 @@ class ClusterActivities:
         if not env_re.fullmatch(opt_in.environment):
             self._reported.add(workload.workflow_id)
             return None
+        unsupported = unsupported_reason(job)
+        if unsupported is not None:
+            self._reported.add(workload.workflow_id)
+            log.warning("job %s opted in but is not supported: %s", job.job_id, unsupported)
+            await self._report_malformed(job, unsupported)
+            return "unsupported"
         if job.restart_count > 0 and await self._known_requeued(job):
             self._reported.add(workload.workflow_id)
             return "already_known"
@@ -166,6 +191,8 @@ class ClusterActivities:
             return await self.watcher.watch(inp, activity.heartbeat)
         except CommandError as err:
             raise _app_error(err) from None
+        except SlurmParseError as err:
+            raise format_error(err) from None
 
     # ---- scheduler actions ---------------------------------------------------------------------------------
     @activity.defn(name=c.REQUEUE_HOLD)
@@ -208,6 +235,8 @@ class ClusterActivities:
                 job = await self.client.job(inp.workload.job_id)
         except CommandError as err:
             raise _app_error(err) from None
+        except SlurmParseError as err:  # before ValueError: unreadable output is not invalid input
+            raise format_error(err) from None
         except ValueError as err:  # invalid job id / node name: never retry
             raise ApplicationError(str(err)[:500], type="InvalidInput", non_retryable=True) from None
         log.info("%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail)
@@ -220,6 +249,33 @@ class ClusterActivities:
                 "restart_count": job.restart_count if job else 0,
             }
         )
+
+
+def unsupported_reason(job: JobSnapshot) -> str | None:
+    """Why TrainGuard cannot follow this opted-in job, or None when it can.
+
+    A heterogeneous job's components share one fate (Slurm requeues, holds and cancels them together
+    through the leader): acting on one component as if it were a whole job would be wrong.
+    """
+    if job.het_job_id is not None:
+        offset = "?" if job.het_job_offset is None else str(job.het_job_offset)
+        return (
+            f"heterogeneous job {job.het_job_id}+{offset} (component {job.job_id}): "
+            "TrainGuard does not follow heterogeneous jobs"
+        )
+    try:
+        ident = parse_job_id(job.job_id)
+    except ValueError:
+        return f"job id {job.job_id[:40]!r} is not a form TrainGuard can act on"
+    if not ident.supported:
+        return f"job id {job.job_id[:40]!r} ({ident.kind.value}) is not a form TrainGuard can act on"
+    return None
+
+
+def format_error(err: SlurmParseError) -> ApplicationError:
+    """Slurm printed something this version of TrainGuard cannot read: retry (it may be transient, or an
+    upgrade is coming), and never conclude that the job is gone."""
+    return ApplicationError(f"Slurm output not understood: {str(err)[:900]}", type="SlurmFormatError")
 
 
 def _app_error(err: CommandError) -> ApplicationError:

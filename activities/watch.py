@@ -38,20 +38,11 @@ from trainguard.models import (
 )
 from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.states import COMPLETED, NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
-FINISHED = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
+FINISHED = TERMINAL_STATES
 # Signatures that only say a peer went away; alone they wait for Slurm's verdict on the nodes.
 PEER_LOSS_PATTERNS = frozenset({"gloo_peer_lost", "nccl_remote_error"})
 # A crashing job usually leaves RUNNING within seconds of its first error line; wait this long (the
@@ -143,6 +134,11 @@ class JobWatcher:
         single = await self.client.job(inp.workload.job_id)
         if single is not None and matches_workload(inp.workload, single, known):
             return single
+        if single is None and inp.workload.job_id.isdigit():
+            # slurmctld forgot it (MinJobAge): slurmdbd may still know how it ended.
+            finished = await self.client.finished_job(inp.workload.job_id)
+            if finished is not None and matches_workload(inp.workload, finished, known):
+                return finished
         return None
 
     async def watch(self, inp: c.WatchInput, heartbeat: Callable[..., None]) -> c.WatchResult:
@@ -208,10 +204,10 @@ class JobWatcher:
                     )
                     if not phase.failure_handled:
                         self._collect(state, found, now, inp.settle_s)
-            if self.node_sources is not None and not phase.failure_handled and job.state == "RUNNING":
+            if self.node_sources is not None and not phase.failure_handled and job.state == RUNNING:
                 found_on_nodes = await self._poll_node_logs(job, node_logs, now)
                 self._collect(state, found_on_nodes, now, inp.settle_s)
-            if not phase.failure_handled and job.state == "RUNNING":
+            if not phase.failure_handled and job.state == RUNNING:
                 hang = analyzer.check_hang(now)
                 logged = any(f.fatal and f.source == FindingSource.LOG for f in state.findings)
                 if hang is not None and logged:
@@ -226,7 +222,7 @@ class JobWatcher:
             if (
                 self.gpu_probe is not None
                 and not phase.failure_handled
-                and job.state == "RUNNING"
+                and job.state == RUNNING
                 and job.nodes
                 and now - last_gpu_probe >= self.gpu_interval_s
             ):
@@ -241,7 +237,7 @@ class JobWatcher:
                 last_checkpoint_scan = now
                 await self._scan_checkpoints(job, analyzer)
             new_progress = analyzer.progress_lines > progress_before
-            if job.state == "COMPLETED" and job.restart_count >= phase.attempt_restarts:
+            if job.state == COMPLETED and job.restart_count >= phase.attempt_restarts:
                 # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)
@@ -252,7 +248,7 @@ class JobWatcher:
                 fatal = any(f.fatal for f in state.findings)
                 return result(ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER, job)
             if state.settle_until is None:
-                if phase.awaiting_progress and new_progress and job.state == "RUNNING":
+                if phase.awaiting_progress and new_progress and job.state == RUNNING:
                     return result(ObservationKind.PROGRESS, job)
                 if prev is not None and _changed(prev, job):
                     return result(ObservationKind.STATE_CHANGE, job)
@@ -348,7 +344,7 @@ class JobWatcher:
             state.findings.extend(relevant[:room])
 
 
-UNUSABLE = ("down", "drain", "fail", "not_responding", "maint", "future", "reboot")
+UNUSABLE = NODE_UNUSABLE_WORDS
 
 
 def _usable_nodes(nodes: dict[str, NodeSnapshot]) -> tuple[str, ...]:

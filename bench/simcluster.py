@@ -109,6 +109,9 @@ class SimSlurm(SlurmClient):
         found = self.jobs.get(job_id)
         return None if found is None else found.snap
 
+    async def finished_job(self, job_id: str) -> JobSnapshot | None:
+        return None  # no accounting (slurmdbd) in the simulation
+
     # -- scheduler steps --------------------------------------------------------------------------
 
     def _result(self, step: ActionStep, performed: bool, detail: str, job: SimJob | None) -> ActionResult:

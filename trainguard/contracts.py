@@ -113,6 +113,7 @@ class DiscoverResult(Frozen):
     started: int = 0
     already_known: int = 0
     malformed: int = 0
+    unsupported: int = 0  # opted-in jobs TrainGuard does not follow (heterogeneous jobs), reported once
 
 
 class WatchInput(Frozen):

@@ -144,6 +144,8 @@ class JobSnapshot(Frozen):
     num_tasks: int = 0  # tasks of the allocation (ranks under srun); 0 when Slurm did not say
     user: str = ""
     partition: str = ""
+    het_job_id: str | None = None  # a heterogeneous job's leader id, on every component (incl. the leader)
+    het_job_offset: int | None = None
 
 
 class NodeSnapshot(Frozen):

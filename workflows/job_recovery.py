@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         clip,
     )
     from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
+    from trainguard.slurm.states import ALLOCATED_STATES, COMPLETING, PENDING, RUNNING
     from workflows.search_attributes import status_search_attributes
 
 # Audit writes must not be lost: retry until the store comes back (it may be down for minutes).
@@ -51,7 +52,7 @@ WATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interva
 TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
 # Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
 # allocation is still tearing down under the new restart count.
-ALLOCATED = {"RUNNING", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"}
+ALLOCATED = ALLOCATED_STATES
 
 
 @workflow.defn(name="JobRecovery")
@@ -287,7 +288,7 @@ class JobRecoveryWorkflow:
         # Contain only a job Slurm itself requeued (e.g. after NODE_FAIL): it is pending and could start
         # again on the bad node before the exclusion is set. Releasing it unchanged is then exactly what
         # Slurm would have done without us, which is what the watchdog's fail-open must mean.
-        if acting and fatal and job is not None and job.state == "PENDING" and not job.held:
+        if acting and fatal and job is not None and job.state == PENDING and not job.held:
             held = await self._contain(attempt, job)
 
         decision = await self._decide_with_watchdog(findings, job, held, obs.usable_nodes)
@@ -456,7 +457,7 @@ class JobRecoveryWorkflow:
             self._set_carry(phase=handled)
             if held:  # a decision not to act releases our containment hold unchanged
                 await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
-            terminal = job is not None and job.state not in ("RUNNING", "PENDING", "COMPLETING")
+            terminal = job is not None and job.state not in (RUNNING, PENDING, COMPLETING)
             state = WorkloadState.FAILED if terminal and advice.verdict.fatal else WorkloadState.WATCHING
             if advice.action == ActionKind.WAIT:
                 state = WorkloadState.WAITING

@@ -54,6 +54,9 @@ class Client:
     async def job(self, job_id: str) -> JobSnapshot | None:
         return self.world.job
 
+    async def finished_job(self, job_id: str) -> JobSnapshot | None:
+        return None  # no slurmdbd in this world
+
 
 class Source:
     def __init__(self, world: World) -> None:

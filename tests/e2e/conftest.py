@@ -1,4 +1,10 @@
-"""Session fixtures for the end-to-end tests on the real stack (Slurm + Temporal dev server + worker)."""
+"""Session fixtures for the end-to-end tests on the real stack (Slurm + Temporal dev server + worker).
+
+Slurm versions: a test marked `@pytest.mark.slurm_versions("22.05", "24.11")` runs once per listed
+version; unmarked tests run on 22.05. `slurm_version` is a session-scoped, indirectly parametrized
+fixture, so pytest groups the tests by version and starts one cluster (and one worker) per version.
+24.11 runs from the root filesystem that scripts/bootstrap.sh makes; if it is missing, those tests fail.
+"""
 
 from __future__ import annotations
 
@@ -14,20 +20,49 @@ import pytest_asyncio
 from tests.e2e.stack import PORT_OFFSET, REPO, Stack, free_port, make_settings
 from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
+from trainguard.localstack.slurm_rootfs import SUPPORTED_VERSIONS
 from trainguard.localstack.temporal import LocalTemporal
 from workers.worker import build_workers, connect, ensure_cluster_watch
 
 E2E_DIR = REPO / "var" / "e2e"
 
 
+DEFAULT_SLURM = "22.05"
+# ctld port, first slurmd port (before TG_TEST_PORT_OFFSET); each version its own, so both can run at once.
+SLURM_PORTS = {"22.05": (18817, 19001), "24.11": (18917, 19101)}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "slurm_version" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("slurm_versions")
+    versions = list(marker.args) if marker else [DEFAULT_SLURM]
+    unknown = [v for v in versions if v not in SUPPORTED_VERSIONS]
+    if unknown or not versions:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: slurm_versions{tuple(versions)}: unknown")
+    metafunc.parametrize("slurm_version", versions, indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[LocalSlurmCluster]:
+def slurm_version(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def cluster_name(version: str) -> str:
+    """e2e for 22.05 (as before), e2e-2411 etc.: own Temporal task queue and cluster watch per version."""
+    return "e2e" if version == DEFAULT_SLURM else f"e2e-{version.replace('.', '')}"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(slurm_version: str) -> Iterator[LocalSlurmCluster]:
+    ctld_port, node_port_base = SLURM_PORTS[slurm_version]
     cluster = LocalSlurmCluster(
-        E2E_DIR / "slurm",
-        cluster="e2e",
+        E2E_DIR / ("slurm" if slurm_version == DEFAULT_SLURM else f"slurm-{slurm_version}"),
+        cluster=cluster_name(slurm_version),
         nodes=4,
-        ctld_port=18817 + PORT_OFFSET,
-        node_port_base=19001 + PORT_OFFSET,
+        ctld_port=ctld_port + PORT_OFFSET,
+        node_port_base=node_port_base + PORT_OFFSET,
+        version=slurm_version,
     )
     cluster.stop()  # leftovers of an interrupted run
     shutil.rmtree(cluster.state_dir, ignore_errors=True)  # jobs of an earlier session are not this one's
@@ -49,13 +84,18 @@ def temporal_server() -> Iterator[LocalTemporal]:
 
 
 @pytest_asyncio.fixture(scope="session")
-async def stack(slurm_cluster: LocalSlurmCluster, temporal_server: LocalTemporal) -> AsyncIterator[Stack]:
-    workdir = E2E_DIR / "jobs"
+async def stack(
+    slurm_cluster: LocalSlurmCluster, temporal_server: LocalTemporal, slurm_version: str
+) -> AsyncIterator[Stack]:
+    workdir = E2E_DIR / ("jobs" if slurm_version == DEFAULT_SLURM else f"jobs-{slurm_version}")
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     audit_url = f"sqlite:///{E2E_DIR / ('audit-' + uuid.uuid4().hex[:8] + '.db')}"
     settings = make_settings(
-        temporal_address=temporal_server.address, cluster=slurm_cluster, audit_url=audit_url
+        temporal_address=temporal_server.address,
+        cluster=slurm_cluster,
+        audit_url=audit_url,
+        name=cluster_name(slurm_version),
     )
     client = await connect(settings)
     runtime = build_workers(client, settings)

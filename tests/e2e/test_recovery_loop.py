@@ -8,14 +8,20 @@ import asyncio
 import json
 import re
 
+import pytest
+
 from tests.e2e.stack import Stack
 from trainguard.models import EventType
+
+# The recovery paths that depend on how Slurm reports jobs run on both versions (tests/e2e/conftest.py).
+BOTH = pytest.mark.slurm_versions("22.05", "24.11")
 
 
 def comment(mode: str) -> str:
     return json.dumps({"trainguard": {"environment": "e2e", "mode": mode}})
 
 
+@BOTH
 async def test_observe_mode_records_advice_and_never_changes_slurm(stack: Stack) -> None:
     job = stack.submit(
         comment=comment("observe"),
@@ -36,6 +42,7 @@ async def test_observe_mode_records_advice_and_never_changes_slurm(stack: Stack)
     assert not [e for e in events if e.event_type == EventType.ACTION]
 
 
+@BOTH
 async def test_action_mode_excludes_the_bad_node_and_resumes_from_checkpoint(stack: Stack) -> None:
     job = stack.submit(
         comment=comment("action"),
@@ -86,6 +93,7 @@ async def test_jobs_without_opt_in_are_never_touched(stack: Stack) -> None:
     assert stack.events(job.job_id) == []
 
 
+@BOTH
 async def test_malformed_comment_is_reported_and_ignored(stack: Stack) -> None:
     job = stack.submit(comment='{"trainguard": {"mode": "yolo"}}', env={"TRAINSIM_ITERS": "5"})
     events = await stack.wait_for_event(job.job_id, EventType.MALFORMED_COMMENT)
@@ -96,6 +104,7 @@ async def test_malformed_comment_is_reported_and_ignored(stack: Stack) -> None:
     assert [e.event_type for e in stack.events(job.job_id)] == [EventType.MALFORMED_COMMENT]
 
 
+@BOTH
 async def test_a_hang_is_detected_from_the_jobs_own_rhythm_and_recovered(stack: Stack) -> None:
     job = stack.submit(
         comment=comment("action"),

@@ -1,14 +1,20 @@
-"""The Slurm layer against a real local multi-node Slurm (munged + slurmctld + 4 slurmd).
+"""The lab clusters of both Slurm versions, and the Slurm layer against them (munged + slurmctld + 4 slurmd).
 
-Ports 26817/27001.. and /tmp/tg-h1/ keep this cluster apart from the quick-start one.
+22.05 comes from the host's packages, 24.11 from the root filesystem scripts/bootstrap.sh makes; a
+missing Slurm fails these tests (LabError), it never skips them. Ports 26817/27001.. (22.05) and
+26857/27041.. (24.11) and /tmp/tg-h1/ keep these clusters apart from the quick-start one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import os
 import shutil
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -16,15 +22,19 @@ import pytest
 
 from tests.e2e.stack import PORT_OFFSET
 from trainguard.localstack.slurm import LocalSlurmCluster
+from trainguard.localstack.slurm_rootfs import write_wrappers
 from trainguard.models import JobSnapshot
 from trainguard.optin import parse_opt_in
 from trainguard.slurm.client import SlurmClient
 from trainguard.slurm.runner import CommandError, LocalRunner
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("slurmctld") is None, reason="no Slurm")]
+pytestmark = [pytest.mark.e2e]
 
 BASE = Path(os.environ.get("TG_E2E_SLURM_DIR", "/tmp/tg-h1/e2e-slurm"))
 CTLD_PORT = int(os.environ.get("TG_E2E_SLURM_PORT", "26817")) + PORT_OFFSET
+VERSIONS = ("22.05", "24.11")
+PORTS = {"22.05": CTLD_PORT, "24.11": CTLD_PORT + 40}
+REST_APIS = {"22.05": ("v0.0.38",), "24.11": ("v0.0.40", "v0.0.41", "v0.0.42")}
 COMMENT = '{"trainguard":{"environment":"prod","mode":"action"}}'
 JOB = """#!/bin/bash
 echo "attempt restarts=${SLURM_RESTART_COUNT:-0} on $SLURM_JOB_NODELIST"
@@ -32,16 +42,115 @@ srun -l sleep 300
 """
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalSlurmCluster]:
-    lab = LocalSlurmCluster(BASE, ctld_port=CTLD_PORT, node_port_base=CTLD_PORT + 184)
-    if not lab.is_running() and BASE.exists():
-        shutil.rmtree(BASE)  # a fresh state dir: job ids start at 1, no leftovers
+@pytest.fixture(scope="module", params=VERSIONS)
+def cluster(request: pytest.FixtureRequest) -> Iterator[LocalSlurmCluster]:
+    version = str(request.param)
+    port = PORTS[version]
+    base = BASE / version
+    lab = LocalSlurmCluster(
+        base, ctld_port=port, node_port_base=port + 184, version=version, rest_port=port + 30
+    )
+    if not lab.is_running() and base.exists():
+        shutil.rmtree(base)  # a fresh state dir: job ids start at 1, no leftovers
     lab.start()
     try:
         yield lab
     finally:
         lab.stop()
+
+
+def job_state(cluster: LocalSlurmCluster, job_id: str) -> str:
+    return cluster.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], check=False).strip()
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout} s")
+        time.sleep(0.3)
+
+
+def test_lab_runs_the_version_asked_for_and_survives_a_node_crash(
+    cluster: LocalSlurmCluster, tmp_path: Path
+) -> None:
+    """Only Slurm's own commands here (no TrainGuard parser), so this holds on every version."""
+    assert f"slurm-wlm {cluster.version}." in cluster.run(["sinfo", "--version"])
+    assert cluster.node_states() == {n: "idle" for n in cluster.node_names}
+    script = tmp_path / "job.sh"
+    script.write_text(JOB)
+    job_id = cluster.sbatch(["-N", "2", "-o", f"{tmp_path}/%j.out", "--chdir", str(tmp_path), str(script)])
+    wait_until(lambda: job_state(cluster, job_id) == "RUNNING", 20, "job did not run")
+    output = tmp_path / f"{job_id}.out"
+    # Written by slurmstepd (inside the rootfs for 24.11), read here at the same path.
+    wait_until(lambda: output.exists() and "restarts=0" in output.read_text(), 10, "no job output")
+    nodes = cluster.run(["squeue", "-h", "-j", job_id, "-o", "%N"]).strip()
+    victim = "node" + nodes.removeprefix("node[").split("-")[0].split(",")[0].rstrip("]")
+    assert victim in cluster.node_names, nodes
+    killed = cluster.kill_node(victim)
+    assert killed, "kill_node found no process of the node"
+    assert cluster.wait_node_state(victim, ["down"], 30).startswith("down")
+    wait_until(lambda: "Restarts=1" in cluster.scontrol_job(job_id), 30, "Slurm did not requeue the job")
+    cluster.restart_node(victim)
+    cluster.run(["scancel", job_id])
+    wait_until(lambda: job_state(cluster, job_id) == "CANCELLED", 20, "job not cancelled")
+    cluster.wait_idle(30)
+
+
+def test_slurmrestd_serves_its_versions_api(cluster: LocalSlurmCluster, tmp_path: Path) -> None:
+    endpoint = cluster.start_rest()
+    assert endpoint.version == cluster.version
+    job_id = cluster.sbatch(["-H", "-o", f"{tmp_path}/%j.out", "--wrap", "true"])
+    headers = {"X-SLURM-USER-NAME": endpoint.user, "X-SLURM-USER-TOKEN": endpoint.token}
+    for api in REST_APIS[cluster.version]:
+        request = urllib.request.Request(f"{endpoint.url}/slurm/{api}/jobs", headers=headers)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            jobs = json.loads(response.read())["jobs"]
+        assert job_id in {str(j["job_id"]) for j in jobs}, api
+    other = "v0.0.40" if cluster.version == "22.05" else "v0.0.38"
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(
+            urllib.request.Request(f"{endpoint.url}/slurm/{other}/jobs", headers=headers), timeout=30
+        )
+    assert missing.value.code == 404
+    with pytest.raises(urllib.error.HTTPError) as anonymous:
+        urllib.request.urlopen(f"{endpoint.url}/slurm/{REST_APIS[cluster.version][0]}/jobs", timeout=30)
+    assert anonymous.value.code == 401
+    cluster.run(["scancel", job_id])
+    cluster.stop_rest()
+
+
+def test_both_versions_run_at_once(tmp_path: Path) -> None:
+    labs = [
+        LocalSlurmCluster(
+            tmp_path / version,
+            cluster=f"both{version.replace('.', '')}",
+            nodes=1,
+            ctld_port=PORTS[version] + 10,
+            node_port_base=PORTS[version] + 20,
+            version=version,
+        )
+        for version in VERSIONS
+    ]
+    try:
+        for lab in labs:
+            lab.start()
+        assert labs[0].munge_socket != labs[1].munge_socket
+        submitted = {}
+        for lab in labs:
+            assert lab.is_running()
+            assert f"slurm-wlm {lab.version}." in lab.run(["sinfo", "--version"])
+            out = f"{tmp_path}/{lab.version}-%j.out"
+            submitted[lab.version] = lab.sbatch(["-o", out, "--wrap", "echo $SLURM_CLUSTER_NAME"])
+        for lab in labs:
+            job_id = submitted[lab.version]
+            done = functools.partial(lambda c, j: job_state(c, j) == "COMPLETED", lab, job_id)
+            wait_until(done, 20, f"{lab.version} job did not finish")
+            assert (tmp_path / f"{lab.version}-{job_id}.out").read_text().strip() == lab.cluster
+    finally:
+        for lab in labs:
+            lab.stop()
+    assert not any(lab.is_running() for lab in labs)
 
 
 @pytest.fixture
@@ -127,9 +236,17 @@ async def test_recovery_cycle_on_real_job(
 
 
 async def test_unreachable_controller_is_retryable(cluster: LocalSlurmCluster, tmp_path: Path) -> None:
-    ghost = LocalSlurmCluster(tmp_path / "ghost", ctld_port=CTLD_PORT + 9, node_port_base=CTLD_PORT + 300)
+    ghost = LocalSlurmCluster(
+        tmp_path / "ghost",
+        ctld_port=CTLD_PORT + 9,
+        node_port_base=CTLD_PORT + 300,
+        version=cluster.version,
+        rootfs=cluster.rootfs,
+    )
     ghost.conf.parent.mkdir(parents=True)
     ghost.conf.write_text(ghost.render_config().replace(str(ghost.munge_socket), str(cluster.munge_socket)))
+    if ghost.rootfs is not None:
+        write_wrappers(ghost.bin_dir, ghost.rootfs, ghost.shared_paths)
     client = SlurmClient(LocalRunner(ghost.env), "ghost")
     # squeue --json exits 0 with an empty list here; it must not read as "no jobs".
     with pytest.raises(CommandError) as info:

@@ -308,3 +308,11 @@ def test_task_counts_for_mapping_ranks_to_nodes() -> None:
     for raw, want in (({"set": True, "number": 4}, 4), ({"set": False, "number": 0}, 0), (None, 0), ("x", 0)):
         doc["jobs"][0]["tasks"] = raw
         assert parse_squeue_json(json.dumps(doc))[0].num_tasks == want
+
+
+def test_task_counts_of_slurm_24_11() -> None:
+    from trainguard.slurm.formats import parse_jobs
+
+    doc = json.loads((FIXTURES / "24.11" / "squeue_all.json").read_text())
+    by_job = {j.job_id: j for j in parse_jobs(doc)}
+    assert by_job["4"].num_nodes == 2 and by_job["4"].num_tasks == 2  # {"set": true, "number": 2}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 
 from activities.snapshot_cache import SnapshotCache
 from trainguard.models import ClusterSnapshot, JobSnapshot
@@ -56,3 +58,44 @@ async def test_a_cancelled_caller_does_not_cancel_the_shared_fetch() -> None:
     first.cancel()
     snap = await second
     assert snap.cluster == "lab"
+
+
+async def test_the_interval_grows_with_the_measured_cost() -> None:
+    """A snapshot that cost 3 s is served for 4 x 3 s, not the configured 2 s."""
+    clock = Clock()
+    calls = 0
+
+    async def fetch() -> ClusterSnapshot:
+        nonlocal calls
+        calls += 1
+        taken = clock()
+        clock.now += 3.0  # the fetch's cost, on the cache's own clock
+        return ClusterSnapshot(cluster="lab", taken_at=taken)
+
+    cache = SnapshotCache(fetch, max_age_s=2.0, clock=clock, monotonic=clock)
+    await cache.get()
+    assert cache.cost_s == 3.0 and cache.interval_s() == 12.0
+    clock.now += 5.0  # 8 s after it was taken: older than 2 s, younger than 12 s
+    await cache.get()
+    assert calls == 1
+    clock.now += 5.0
+    await cache.get()
+    assert calls == 2
+
+
+async def test_fetches_never_run_back_to_back_even_after_a_failure() -> None:
+    loop = asyncio.get_running_loop()
+    spans: list[tuple[float, float]] = []
+
+    async def fetch() -> ClusterSnapshot:
+        start = loop.time()
+        await asyncio.sleep(0.05)
+        spans.append((start, loop.time()))
+        raise RuntimeError("slurmctld slow and failing")
+
+    cache = SnapshotCache(fetch, max_age_s=0.0)
+    for _ in range(3):
+        with contextlib.suppress(RuntimeError):
+            await cache.get()
+    gaps = [nxt[0] - prev[1] for prev, nxt in itertools.pairwise(spans)]
+    assert len(spans) == 3 and all(gap >= 0.1 for gap in gaps)  # >= (4 - 1) x 0.05 s of rest

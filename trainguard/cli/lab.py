@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainguard.localstack.slurm import LabError, LocalSlurmCluster
+from trainguard.localstack.slurm_rootfs import SUPPORTED_VERSIONS, VERSION_ENV
 
 DEFAULT_DIR = "var/slurm"
 
@@ -19,14 +20,16 @@ def _cluster(args: argparse.Namespace) -> LocalSlurmCluster:
         nodes=args.nodes,
         ctld_port=args.ctld_port,
         node_port_base=args.node_port_base,
+        version=args.slurm,
     )
 
 
 def _up(args: argparse.Namespace) -> int:
     cluster = _cluster(args)
     cluster.start()
-    print(f"cluster {cluster.cluster!r} up: {', '.join(cluster.node_names)} idle")
-    print(f"export SLURM_CONF={cluster.conf}")
+    print(f"cluster {cluster.cluster!r} up ({cluster.describe()}): {', '.join(cluster.node_names)} idle")
+    for name, value in cluster.env.items():
+        print(f"export {name}={value}")
     return 0
 
 
@@ -41,7 +44,9 @@ def _status(args: argparse.Namespace) -> int:
     if not cluster.is_running():
         print(f"not running (dir {cluster.base_dir})")
         return 1
-    print(f"running; SLURM_CONF={cluster.conf}")
+    print(f"running {cluster.describe()}; SLURM_CONF={cluster.conf}")
+    if cluster.rootfs is not None:
+        print(f"  client commands: {cluster.bin_dir} (put it first on PATH)")
     for node, state in cluster.node_states().items():
         print(f"  {node:10} {state}")
     return 0
@@ -89,6 +94,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common.add_argument("--ctld-port", type=int, default=16817, help="slurmctld port (default 16817)")
     common.add_argument(
         "--node-port-base", type=int, default=17001, help="first slurmd port; one per node (default 17001)"
+    )
+    common.add_argument(
+        "--slurm",
+        choices=SUPPORTED_VERSIONS,
+        default=None,
+        help=f"Slurm version (default ${VERSION_ENV}, else 22.05); the one the host's packages lack "
+        "runs from var/slurm-<version>/rootfs (scripts/slurm-rootfs.sh)",
     )
     sub = lab.add_subparsers(dest="lab_command", metavar="ACTION")
     commands = [

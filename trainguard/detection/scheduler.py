@@ -5,29 +5,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trainguard.models import Attribution, Category, Finding, FindingSource, JobSnapshot, NodeSnapshot, clip
+from trainguard.slurm.states import (
+    BOOT_FAIL,
+    DEADLINE,
+    FAILED,
+    NODE_BAD_STATES,
+    NODE_FAIL,
+    OUT_OF_MEMORY,
+    PREEMPTED,
+    TIMEOUT,
+)
 
 _SIGNAL_NAMES = {6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 
 # state -> (pattern id, category, attribution, priority, cascade)
 _JOB_STATES: dict[str, tuple[str, Category, Attribution, int, bool]] = {
-    "NODE_FAIL": ("slurm_job_node_fail", Category.SLURM_NODE_FAILURE, Attribution.HARDWARE, 3, False),
-    "BOOT_FAIL": ("slurm_job_boot_fail", Category.SLURM_NODE_FAILURE, Attribution.HARDWARE, 3, False),
-    "TIMEOUT": ("slurm_job_timeout", Category.PREEMPTION_OR_TIMELIMIT, Attribution.INFRASTRUCTURE, 3, False),
-    "DEADLINE": (
+    NODE_FAIL: ("slurm_job_node_fail", Category.SLURM_NODE_FAILURE, Attribution.HARDWARE, 3, False),
+    BOOT_FAIL: ("slurm_job_boot_fail", Category.SLURM_NODE_FAILURE, Attribution.HARDWARE, 3, False),
+    TIMEOUT: ("slurm_job_timeout", Category.PREEMPTION_OR_TIMELIMIT, Attribution.INFRASTRUCTURE, 3, False),
+    DEADLINE: (
         "slurm_job_deadline",
         Category.PREEMPTION_OR_TIMELIMIT,
         Attribution.INFRASTRUCTURE,
         3,
         False,
     ),
-    "PREEMPTED": (
+    PREEMPTED: (
         "slurm_job_preempted",
         Category.PREEMPTION_OR_TIMELIMIT,
         Attribution.INFRASTRUCTURE,
         3,
         False,
     ),
-    "OUT_OF_MEMORY": ("slurm_job_oom", Category.KILLED_OOM_HOST, Attribution.APPLICATION, 3, False),
+    OUT_OF_MEMORY: ("slurm_job_oom", Category.KILLED_OOM_HOST, Attribution.APPLICATION, 3, False),
 }
 
 # exit signal -> (pattern id, category, attribution, priority)
@@ -39,7 +49,7 @@ _SIGNALS: dict[int, tuple[str, Category, Attribution, int]] = {
     6: ("slurm_exit_sigabrt", Category.SEGFAULT, Attribution.SYSTEM_SOFTWARE, 1),
 }
 
-_BAD_NODE_STATES = ("down", "fail", "failing", "not_responding", "no_respond")
+_BAD_NODE_STATES = NODE_BAD_STATES
 
 
 def _base_state(state: str) -> str:
@@ -139,7 +149,7 @@ def _job_state_findings(
                 priority=priority,
             )
         ]
-    if state != "FAILED":
+    if state != FAILED:
         return []
     signal = job.exit_signal
     if not signal and job.exit_code is not None and job.exit_code > 128:

@@ -9,18 +9,50 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
+import socket
 import string
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "local" / "slurm.conf.in"
+from trainguard.localstack.process import BackgroundProcess
+from trainguard.localstack.slurm_rootfs import (
+    REPO,
+    RootfsError,
+    check_rootfs,
+    check_version,
+    default_rootfs,
+    default_version,
+    host_version,
+    write_wrappers,
+)
+
+TEMPLATE = REPO / "deploy" / "local" / "slurm.conf.in"
+# The unprivileged user slurmrestd runs as (it refuses root and SlurmUser); exists on every Debian.
+REST_USER = "nobody"
 
 
 class LabError(RuntimeError):
     """The local cluster could not be started or driven; the message says what to look at."""
+
+
+@dataclass(frozen=True)
+class RestEndpoint:
+    """A running slurmrestd: base URL, the user its requests act as, and a JWT for that user.
+
+    Send `X-SLURM-USER-NAME: <user>` and `X-SLURM-USER-TOKEN: <token>` with each request.
+    """
+
+    url: str
+    user: str
+    token: str
+    version: str  # the Slurm version serving it ("22.05", "24.11")
 
 
 # --- process helpers (also used by localstack.sshd) -------------------------------------------
@@ -150,7 +182,15 @@ def pids_listening_under(directory: Path) -> list[int]:
 
 
 class LocalSlurmCluster:
-    """munged + slurmctld + `nodes` slurmd daemons (node1..nodeN) under `base_dir`."""
+    """munged + slurmctld + `nodes` slurmd daemons (node1..nodeN) under `base_dir`.
+
+    `version` ("22.05" or "24.11"; default: the one `base_dir` was last started with, else
+    TG_LAB_SLURM_VERSION, else 22.05) picks the Slurm. The host's own packages serve the version they
+    carry; any other runs from `rootfs` (see slurm_rootfs), with `shared_paths` (plus the repo,
+    `base_dir` and /tmp) visible at the same paths inside it so job scripts, working directories and
+    output files are the same for Slurm and for the host. `rest_port` (or `jwt=True`) enables JWT
+    authentication so `start_rest()` can run slurmrestd there.
+    """
 
     def __init__(
         self,
@@ -162,6 +202,11 @@ class LocalSlurmCluster:
         node_port_base: int = 17001,
         cpus_per_node: int = 2,
         template: Path | None = None,
+        version: str | None = None,
+        rootfs: Path | None = None,
+        shared_paths: Sequence[Path] = (),
+        rest_port: int | None = None,
+        jwt: bool = False,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -181,18 +226,47 @@ class LocalSlurmCluster:
         self.log_dir = self.base_dir / "log"
         self.state_dir = self.base_dir / "state"
         self.spool_dir = self.base_dir / "spool"
+        self.bin_dir = self.base_dir / "bin"
+        # Without an explicit version, a cluster directory keeps the version it was started with.
+        self.version_file = self.base_dir / "etc" / "slurm-version"
+        recorded = self.version_file.read_text().strip() if self.version_file.is_file() else None
+        self.version = check_version(version or recorded or default_version())
+        self.host_version = host_version()
+        # None: the host's binaries; else the root filesystem the commands run from.
+        self.rootfs: Path | None = (
+            None if self.host_version == self.version else (rootfs or default_rootfs(self.version)).resolve()
+        )
+        self.shared_paths = [REPO, self.base_dir, Path("/tmp"), *shared_paths]
+        self.rest_port = rest_port
+        self.jwt = jwt or rest_port is not None  # auth/jwt in slurm.conf (slurmrestd needs it)
+        self.jwt_key = self.base_dir / "etc" / "jwt.key"
+        self._rest = BackgroundProcess(
+            "slurmrestd", self.run_dir, [self._exe("slurmrestd")], marker="slurmrestd"
+        )
 
     # -- environment ---------------------------------------------------------------------------
 
     @property
     def env(self) -> dict[str, str]:
-        """Variables a Slurm client needs to talk to this cluster (merge over os.environ)."""
-        return {"SLURM_CONF": str(self.conf)}
+        """Variables a Slurm client needs to talk to this cluster (merge over os.environ).
+
+        For a Slurm run from a root filesystem, PATH starts with the wrappers' directory, so `squeue`
+        etc. are that version's commands for whoever uses this environment (TrainGuard's LocalRunner).
+        """
+        env = {"SLURM_CONF": str(self.conf)}
+        if self.rootfs is not None:
+            env["PATH"] = f"{self.bin_dir}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+        return env
 
     def _full_env(self) -> dict[str, str]:
         return {**os.environ, **self.env}
 
+    def _exe(self, name: str) -> str:
+        """The executable to run for Slurm/munge command `name` (a wrapper when run from a rootfs)."""
+        return name if self.rootfs is None else str(self.bin_dir / name)
+
     def _run(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
+        argv = [self._exe(argv[0]), *argv[1:]]
         try:
             proc = subprocess.run(
                 list(argv),
@@ -209,6 +283,10 @@ class LocalSlurmCluster:
         if check and proc.returncode != 0:
             raise LabError(f"{' '.join(argv[:3])} failed (rc={proc.returncode}): {proc.stderr.strip()[:500]}")
         return proc.stdout
+
+    def run(self, argv: Sequence[str], timeout: float = 30.0, check: bool = True) -> str:
+        """Run a Slurm command of this cluster's version against it; stdout (LabError on failure)."""
+        return self._run(argv, timeout=timeout, check=check)
 
     def node_spool(self, node: str) -> Path:
         return self.spool_dir / node
@@ -243,7 +321,11 @@ class LocalSlurmCluster:
             "node_ports": ports,
             "cpus": str(self.cpus_per_node),
         }
-        return string.Template(self.template.read_text()).substitute(values)
+        text = string.Template(self.template.read_text()).substitute(values)
+        if self.jwt:
+            # slurmrestd passes each request's JWT (X-SLURM-USER-TOKEN) on to slurmctld, which checks it.
+            text += f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={self.jwt_key}\n"
+        return text
 
     def _prepare(self) -> None:
         for directory in (self.conf.parent, self.run_dir, self.log_dir, self.state_dir, self.spool_dir):
@@ -256,7 +338,17 @@ class LocalSlurmCluster:
         self.munge_socket.parent.mkdir(exist_ok=True)
         self.munge_socket.parent.chmod(0o755)
         self.munge_dir.chmod(0o711)
+        if self.jwt and not self.jwt_key.exists():
+            self.jwt_key.write_bytes(secrets.token_bytes(32))
+            self.jwt_key.chmod(0o600)
         self.conf.write_text(self.render_config())
+        self.version_file.write_text(self.version + "\n")
+        if self.rootfs is not None:
+            try:
+                check_rootfs(self.rootfs, self.version)
+            except RootfsError as err:
+                raise LabError(str(err)) from None
+            write_wrappers(self.bin_dir, self.rootfs, self.shared_paths)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -301,6 +393,11 @@ class LocalSlurmCluster:
     def _start_slurmd(self, node: str) -> None:
         if self._slurmd_pid(node) is None:
             self._run(["slurmd", "-N", node])
+
+    def describe(self) -> str:
+        """e.g. "Slurm 24.11 from var/slurm-24.11/rootfs" or "Slurm 22.05 (host packages)"."""
+        where = "host packages" if self.rootfs is None else f"from {self.rootfs}"
+        return f"Slurm {self.version} ({where})"
 
     def start(self, timeout: float = 30.0) -> None:
         """Start every daemon that is not running and wait until all nodes are plain `idle`."""
@@ -357,6 +454,7 @@ class LocalSlurmCluster:
 
     def stop(self, timeout: float = 15.0) -> None:
         """Cancel all jobs (so steps exit cleanly), then stop every daemon by its pid file."""
+        self.stop_rest()
         if self._ctld_pid() is not None:
             jobs = self.active_job_ids()
             if jobs:
@@ -408,7 +506,7 @@ class LocalSlurmCluster:
 
     def sbatch(self, argv_tail: list[str], env: Mapping[str, str] | None = None) -> str:
         """Submit with `sbatch --parsable <argv_tail>`; returns the job id."""
-        argv = ["sbatch", "--parsable", *argv_tail]
+        argv = [self._exe("sbatch"), "--parsable", *argv_tail]
         try:
             proc = subprocess.run(
                 argv,
@@ -429,3 +527,72 @@ class LocalSlurmCluster:
 
     def scontrol_job(self, job_id: str) -> str:
         return self._run(["scontrol", "show", "job", "-d", "-o", job_id], timeout=10)
+
+    # -- slurmrestd ----------------------------------------------------------------------------
+
+    @property
+    def rest_url(self) -> str:
+        if self.rest_port is None:
+            raise LabError("this cluster was created without rest_port; slurmrestd needs it (and JWT)")
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def rest_token(self, user: str = "root", lifespan_s: int = 86400) -> str:
+        """A JWT from `scontrol token` for `user` (what X-SLURM-USER-TOKEN carries)."""
+        out = self._run(["scontrol", "token", f"username={user}", f"lifespan={lifespan_s}"], timeout=10)
+        for line in out.splitlines():
+            if line.startswith("SLURM_JWT="):
+                return line.split("=", 1)[1].strip()
+        raise LabError(f"scontrol token printed no SLURM_JWT= line: {out.strip()[:200]!r}")
+
+    def start_rest(self, timeout: float = 20.0, user: str = "root") -> RestEndpoint:
+        """Start slurmrestd on 127.0.0.1:`rest_port` (idempotent); returns its URL and a token for `user`.
+
+        It serves the slurmctld endpoints of every API version its Slurm has (22.05: v0.0.36-v0.0.38;
+        24.11: v0.0.40-v0.0.42; no slurmdbd ones, there is no accounting storage). It runs as an
+        unprivileged user with SLURM_JWT=daemon, i.e. it forwards each request's token to slurmctld.
+        """
+        url = self.rest_url
+        if self._ctld_pid() is None:
+            raise LabError("start the cluster before slurmrestd")
+        argv = [self._exe("slurmrestd"), "-a", "rest_auth/jwt", "-u", REST_USER]
+        # Only the slurmctld endpoints: the slurmdbd ones fail to load without accounting storage.
+        if self.version == "22.05":
+            argv += ["-s", "openapi/v0.0.38,openapi/v0.0.37,openapi/v0.0.36"]
+        else:
+            argv += ["-g", "nogroup", "-s", "openapi/slurmctld"]  # drop root's group too (22.05 has no -g)
+        self._rest.argv = [*argv, f"127.0.0.1:{self.rest_port}"]
+        self._rest.env = {"SLURM_CONF": str(self.conf), "SLURM_JWT": "daemon"}
+        self._rest.log_file = self.log_dir / "slurmrestd.log"
+        self._rest.start()
+        token = self.rest_token(user)
+        self._wait(lambda: self._rest_answers(url, user, token), timeout, "slurmrestd did not answer")
+        return RestEndpoint(url=url, user=user, token=token, version=self.version)
+
+    def _rest_answers(self, url: str, user: str, token: str) -> bool:
+        if self._rest.pid() is None:
+            raise LabError(f"slurmrestd exited; see {self._rest.log_file}")
+        with socket.socket() as sock:
+            sock.settimeout(1.0)
+            if sock.connect_ex(("127.0.0.1", int(self.rest_port or 0))) != 0:
+                return False
+        request = urllib.request.Request(
+            f"{url}/openapi/v3", headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return int(response.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop_rest(self) -> None:
+        self._rest.stop()
+
+    # The names the slurmrestd client's tests use (same behaviour as start_rest / rest_token).
+    def start_slurmrestd(self, port: int) -> str:
+        if not self.jwt:
+            raise LabError("slurmrestd needs a cluster created with jwt=True or rest_port=")
+        self.rest_port = port
+        return self.start_rest().url
+
+    def token(self, user: str = "root", lifespan: int = 600) -> str:
+        return self.rest_token(user, lifespan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from trainguard.models import Attribution, Category, JobSnapshot, Verdict
+from trainguard.slurm.states import TIMEOUT
 
 HARDWARE_CATEGORIES = frozenset({Category.GPU_HARDWARE, Category.INTERCONNECT})
 # slurmstepd: "*** JOB 12 ON n1 CANCELLED AT ... DUE TO TIME LIMIT ***"; pattern ids like slurm_time_limit.
@@ -22,7 +23,7 @@ class FailureClass(StrEnum):
 
 
 def _mentions_time_limit(verdict: Verdict, job: JobSnapshot | None) -> bool:
-    if job is not None and (job.state.upper().startswith("TIMEOUT") or job.reason.lower() == "timelimit"):
+    if job is not None and (job.state.upper().startswith(TIMEOUT) or job.reason.lower() == "timelimit"):
         return True
     texts = (verdict.summary, *verdict.evidence, *verdict.pattern_ids)
     return any(marker in t.lower() for t in texts for marker in _TIME_LIMIT_MARKERS)

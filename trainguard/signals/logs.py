@@ -20,6 +20,7 @@ from trainguard.settings import LogSettings
 from trainguard.signals.progress import count_progress_lines
 from trainguard.signals.report import Report, Status
 from trainguard.slurm.runner import Runner
+from trainguard.slurm.states import RUNNING
 
 NS = 1_000_000_000
 FUTURE_TOLERANCE_S = 120.0
@@ -271,7 +272,7 @@ def _timestamp_check(report: Report, lines: list[LogLine], job: JobSnapshot | No
             "the collector may stamp lines with a wrong timezone, or the job id label is reused",
         )
         return
-    running = job is not None and job.state.upper().startswith("RUNNING")
+    running = job is not None and job.state.upper().startswith(RUNNING)
     if running and now - newest > STALE_AFTER_S:
         report.add(
             "logs.timestamps",

@@ -8,21 +8,26 @@ Behaviour of Slurm 22.05 that these rules rely on is recorded in deploy/local/RE
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from trainguard.models import ActionResult, ActionStep, ClusterSnapshot, JobSnapshot, NodeSnapshot
-from trainguard.slurm import commands
-from trainguard.slurm.parsers import (
-    TERMINAL_STATES,
-    AmbiguousOutputError,
-    SlurmReportedError,
-    parse_scontrol_job,
-    parse_scontrol_nodes,
-    parse_sinfo_json,
-    parse_squeue_json,
-)
+from trainguard.slurm import commands, incremental, offload
+from trainguard.slurm.errors import AmbiguousOutputError, SlurmReportedError
+from trainguard.slurm.formats import detect_format, parse_jobs, parse_nodes, uses_data_parser
+from trainguard.slurm.formats.sacct_text import accounting_configured, parse_sacct_job
+from trainguard.slurm.parsers import load_document, parse_scontrol_job, parse_scontrol_nodes
 from trainguard.slurm.runner import CommandError, CommandResult, Runner
+from trainguard.slurm.states import (
+    ACTIVE_STATES,
+    NEVER_REQUEUE_STATES,
+    PENDING,
+    REQUEUING_STATES,
+    TERMINAL_STATES,
+)
+
+log = logging.getLogger(__name__)
 
 # stderr fragments meaning "slurmctld is (temporarily) unreachable", not "Slurm said no".
 TRANSIENT_MARKERS = (
@@ -40,9 +45,8 @@ UNKNOWN_JOB_MARKERS = ("Invalid job id specified",)
 NOT_PENDING_MARKERS = ("no longer pending execution", "Job is no longer pending")
 ALREADY_PENDING_MARKERS = ("Job is pending execution", "is pending execution")
 QUERY_TIMEOUT_S = 30.0
+DETAIL_CHUNK = 200  # job ids per `squeue -j` detail read (argv stays short)
 ACTION_TIMEOUT_S = 20.0
-NEVER_REQUEUE_STATES = frozenset({"COMPLETED", "CANCELLED"})
-ACTIVE_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED", "RESIZING"})
 
 
 class JobGoneError(CommandError):
@@ -69,10 +73,53 @@ def _contains(error: CommandError, markers: Sequence[str]) -> bool:
     return any(marker in error.stderr for marker in markers)
 
 
+def mentions_trainguard(job: JobSnapshot) -> bool:
+    """Jobs whose details are re-read on every snapshot: every opted-in job (and a few that only look so)."""
+    return "trainguard" in job.comment
+
+
+def _parse_snapshot(jobs_text: str, nodes_text: str) -> tuple[str, list[JobSnapshot], list[NodeSnapshot]]:
+    jobs_doc = load_document(jobs_text, "squeue --json")
+    jobs = parse_jobs(jobs_doc)
+    return detect_format(jobs_doc), jobs, parse_nodes(load_document(nodes_text, "nodes --json"))
+
+
+def _format_of(text: str) -> str:
+    return detect_format(load_document(text, "squeue --json"))
+
+
+def _parse_jobs_text(text: str) -> list[JobSnapshot]:
+    return parse_jobs(load_document(text, "squeue --json"))
+
+
+def _parse_states_text(text: str) -> dict[str, str]:
+    return incremental.parse_job_states(load_document(text, "squeue --only-job-state"))
+
+
+def _parse_nodes_text(text: str) -> list[NodeSnapshot]:
+    return parse_nodes(load_document(text, "nodes --json"))
+
+
 class SlurmClient:
-    def __init__(self, runner: Runner, cluster: str) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        cluster: str,
+        *,
+        incremental: bool = True,
+        full_every: int = 30,
+        watched: Callable[[JobSnapshot], bool] | None = None,
+    ) -> None:
         self.runner = runner
         self.cluster = cluster
+        self.json_format: str | None = None
+        """The JSON format Slurm prints (e.g. "data_parser/v0.0.42"), learnt from the first document."""
+        self.incremental = incremental
+        self.full_every = max(1, full_every)
+        self.watched = watched or mentions_trainguard
+        self._previous: tuple[JobSnapshot, ...] = ()
+        self._accounting: bool | None = None
+        self._cycle = 0
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -80,17 +127,78 @@ class SlurmClient:
         result = await self.runner.run(argv, timeout=QUERY_TIMEOUT_S)
         return raise_for(result).stdout
 
-    async def snapshot(self) -> ClusterSnapshot:
-        """All jobs and nodes: one `squeue --json -t all` and one `sinfo --json`, run concurrently."""
-        taken_at = time.time()
-        jobs_text, nodes_text = await asyncio.gather(
-            self._query(commands.squeue_json()), self._query(commands.sinfo_json())
-        )
+    def _nodes_argv(self) -> list[str]:
+        """22.05's `sinfo --json` lists nodes; 23.11+ groups them, so per-node data is scontrol's."""
+        if self.json_format is not None and uses_data_parser(self.json_format):
+            return commands.scontrol_show_nodes_json()
+        return commands.sinfo_json()
+
+    def _incremental(self) -> bool:
+        """Cheap state listing + `-j` detail reads: squeue honours -j with --json from 24.05 (v0.0.41)."""
+        fmt = self.json_format or ""
+        return self.incremental and uses_data_parser(fmt) and int(fmt.rsplit(".", 1)[-1]) >= 41
+
+    async def _jobs_incremental(self) -> list[JobSnapshot]:
+        self._cycle += 1
+        if not self._previous or self._cycle % self.full_every == 0:
+            text = await self._query(commands.squeue_json())
+            return await offload.parse(_parse_jobs_text, text)
         try:
-            jobs, nodes = parse_squeue_json(jobs_text), parse_sinfo_json(nodes_text)
+            states_text = await self._query(commands.squeue_json_states())
+        except CommandError as err:
+            if err.retryable:
+                raise
+            # This squeue refuses --only-job-state: read everything, as before, from now on.
+            log.warning("cluster %s: no cheap state listing (%s); reading full snapshots", self.cluster, err)
+            self.incremental = False
+            text = await self._query(commands.squeue_json())
+            return await offload.parse(_parse_jobs_text, text)
+        job_states = await offload.parse(_parse_states_text, states_text)
+        todo = incremental.plan(job_states, self._previous, self.watched)
+        details: list[JobSnapshot] = []
+        for start in range(0, len(todo.refresh), DETAIL_CHUNK):
+            chunk = todo.refresh[start : start + DETAIL_CHUNK]
+            text = await self._query(commands.squeue_json_jobs(chunk))
+            details.extend(await offload.parse(_parse_jobs_text, text))
+        return incremental.merge(todo.keep, details)
+
+    async def snapshot(self) -> ClusterSnapshot:
+        """All jobs and nodes: `squeue --json -t all` plus the node listing this Slurm version has.
+
+        The first call learns the JSON format (and so the Slurm version) from squeue's `meta`, then
+        picks the node command; later calls run both at once. On 24.05+ later calls read every job's
+        state cheaply and details only where needed (see trainguard.slurm.incremental). Parsing runs
+        in a worker thread: at 10,000 jobs it takes most of a second, which must not stall the event
+        loop. A document that cannot be understood raises SlurmFormatError: never an empty snapshot.
+        """
+        taken_at = time.time()
+        try:
+            if self.json_format is None:
+                jobs_text = await self._query(commands.squeue_json())
+                self._learn_format(await offload.parse(_format_of, jobs_text))
+                nodes_text = await self._query(self._nodes_argv())
+                fmt, jobs, nodes = await offload.parse(_parse_snapshot, jobs_text, nodes_text)
+                self._learn_format(fmt)
+            elif self._incremental():
+                jobs, nodes_text = await asyncio.gather(
+                    self._jobs_incremental(), self._query(self._nodes_argv())
+                )
+                nodes = await offload.parse(_parse_nodes_text, nodes_text)
+            else:
+                jobs_text, nodes_text = await asyncio.gather(
+                    self._query(commands.squeue_json()), self._query(self._nodes_argv())
+                )
+                fmt, jobs, nodes = await offload.parse(_parse_snapshot, jobs_text, nodes_text)
+                self._learn_format(fmt)
         except SlurmReportedError as err:
             raise CommandError(commands.squeue_json(), 0, str(err), retryable=True) from None
+        self._previous = tuple(jobs)
         return ClusterSnapshot(cluster=self.cluster, taken_at=taken_at, jobs=tuple(jobs), nodes=tuple(nodes))
+
+    def _learn_format(self, fmt: str) -> None:
+        if fmt != self.json_format:
+            log.info("cluster %s: Slurm prints JSON format %s", self.cluster, fmt)
+            self.json_format = fmt
 
     async def job(self, job_id: str) -> JobSnapshot | None:
         """One job via `scontrol show job -d -o`; None when Slurm does not know it."""
@@ -106,18 +214,37 @@ class SlurmClient:
             return await self._job_from_json(job_id)
 
     async def _job_from_json(self, job_id: str) -> JobSnapshot | None:
-        # squeue --json ignores -j in 22.05, so this reads every job; only used as a fallback.
-        text = await self._query(commands.squeue_json())
+        # squeue --json ignores -j in 22.05 (it reads every job): filter here; only used as a fallback.
+        argv = commands.squeue_json_job(job_id)
+        text = await self._query(argv)
         try:
-            jobs = parse_squeue_json(text)
+            jobs = await offload.parse(_parse_jobs_text, text)
         except SlurmReportedError as err:
-            raise CommandError(commands.squeue_json(), 0, str(err), retryable=True) from None
+            raise CommandError(argv, 0, str(err), retryable=True) from None
         for job in jobs:
             if job.job_id == job_id or (
                 job.array_job_id and f"{job.array_job_id}_{job.array_task_id}" == job_id
             ):
                 return job
         return None
+
+    async def accounting(self) -> bool:
+        """Is slurmdbd configured (AccountingStorageType), so sacct knows jobs slurmctld forgot?"""
+        if self._accounting is None:
+            result = await self.runner.run(commands.scontrol_show_config(), timeout=QUERY_TIMEOUT_S)
+            raise_for(result)
+            self._accounting = accounting_configured(result.stdout)
+        return self._accounting
+
+    async def finished_job(self, job_id: str) -> JobSnapshot | None:
+        """A job slurmctld no longer knows (after MinJobAge), from sacct when accounting is configured.
+
+        None when there is no accounting or no record: then the job is really gone from Slurm's view.
+        Not used by actions: a job known only to sacct cannot be acted on.
+        """
+        if not await self.accounting():
+            return None
+        return parse_sacct_job(await self._query(commands.sacct_job(job_id)), job_id)
 
     async def _require_job(self, job_id: str) -> JobSnapshot:
         job = await self.job(job_id)
@@ -163,7 +290,7 @@ class SlurmClient:
             job = await self._require_job(job_id)
             if job.restart_count > expected_restarts:
                 # COMPLETING here is the requeued attempt still tearing down: it turns PENDING next.
-                if job.state in ("PENDING", "COMPLETING") and not job.held:
+                if (job.state == PENDING or job.state in REQUEUING_STATES) and not job.held:
                     try:
                         await self._act(commands.scontrol_hold(job_id))
                     except CommandError as err:
@@ -185,7 +312,7 @@ class SlurmClient:
                     f"already requeued (restarts={job.restart_count}) and {job.state} again; not touched",
                     job,
                 )
-            if job.state == "PENDING":
+            if job.state == PENDING:
                 if job.held:
                     return self._done(step, False, "job is pending and already held", job)
                 await self._act(commands.scontrol_hold(job_id))

@@ -52,8 +52,36 @@ def squeue_json() -> list[str]:
     return ["squeue", "--json", "-t", "all"]
 
 
+def squeue_json_job(job: str) -> list[str]:
+    """One job's records as JSON (22.05 ignores `-j` with --json and prints every job: filter after)."""
+    return ["squeue", "--json", "-t", "all", "-j", job_id(job)]
+
+
+def squeue_json_states() -> list[str]:
+    """Every job's printed id and state only (23.02+; ~60 bytes a job instead of ~2.7 KB)."""
+    return ["squeue", "--json", "--only-job-state", "-t", "all"]
+
+
+def squeue_json_jobs(ids: Sequence[str]) -> list[str]:
+    """Full records of these jobs only (honoured with --json since 24.05). Ids as squeue prints them."""
+    checked = [job_id(i) for i in ids]
+    if not checked:
+        raise ValueError("squeue_json_jobs needs at least one job id")
+    return ["squeue", "--json", "-t", "all", "-j", ",".join(checked)]
+
+
 def sinfo_json() -> list[str]:
+    """Per-node records on 22.05 only; 23.11+ prints node groups (use scontrol_show_nodes_json)."""
     return ["sinfo", "--json"]
+
+
+def scontrol_show_nodes_json() -> list[str]:
+    """Per-node records on 23.11+ (`state` is a list of base state + flags)."""
+    return ["scontrol", "show", "node", "--json"]
+
+
+def scontrol_version() -> list[str]:
+    return ["scontrol", "--version"]
 
 
 def scontrol_show_job(job: str) -> list[str]:
@@ -62,6 +90,19 @@ def scontrol_show_job(job: str) -> list[str]:
 
 def scontrol_show_nodes() -> list[str]:
     return [*SCONTROL_ENV, "scontrol", "show", "nodes", "-o"]
+
+
+def scontrol_show_config() -> list[str]:
+    return ["scontrol", "show", "config"]
+
+
+SACCT_FIELDS = ("JobIDRaw", "State", "ExitCode", "Submit", "Start", "End", "NodeList", "Partition")
+
+
+def sacct_job(job: str) -> list[str]:
+    """The job's last allocation from slurmdbd (after MinJobAge slurmctld forgets it): `|`-separated
+    fields that hold no user text, epoch times."""
+    return [*SCONTROL_ENV, "sacct", "-X", "-n", "-P", "-j", job_id(job), f"--format={','.join(SACCT_FIELDS)}"]
 
 
 def scontrol_requeuehold(job: str) -> list[str]:
