@@ -209,7 +209,14 @@ class JobWatcher:
                 self._collect(state, found_on_nodes, now, inp.settle_s)
             if not phase.failure_handled and job.state == RUNNING:
                 hang = analyzer.check_hang(now)
-                logged = any(f.fatal and f.source == FindingSource.LOG for f in state.findings)
+                # Only a cause the log names (an initiating error, a lost peer) explains the stall;
+                # collective timeouts (gloo's, NCCL's watchdog) are the stall seen from the waiting ranks.
+                logged = any(
+                    f.fatal
+                    and f.source == FindingSource.LOG
+                    and (not f.cascade or f.pattern_id in PEER_LOSS_PATTERNS)
+                    for f in state.findings
+                )
                 if hang is not None and logged:
                     # The log already says why training stopped (a rank's error, a lost peer): the stall
                     # is its consequence. It still shows the job failing, but it decides nothing.

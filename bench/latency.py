@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -440,8 +441,9 @@ def verdicts(results: Sequence[Result], step_s: float) -> list[str]:
 
 async def run(args: argparse.Namespace) -> list[Result]:
     base = Path(args.base_dir)
+    offset = int(os.environ.get("TG_TEST_PORT_OFFSET", "0"))  # several checkouts at once, as the e2e tests
     cluster = LocalSlurmCluster(
-        base / "slurm", cluster="bench", nodes=NODES, ctld_port=36817, node_port_base=37001
+        base / "slurm", cluster="bench", nodes=NODES, ctld_port=36817 + offset, node_port_base=37001 + offset
     )
     temporal = LocalTemporal(base / "temporal", port=free_port(), ui_port=None, db_file=None)
     workdir = base / "jobs"

@@ -372,3 +372,27 @@ async def test_a_stall_after_a_ranks_error_is_its_consequence_not_the_cause() ->
     hang = [f for f in obs.findings if f.category == Category.HANG]
     assert hang and all(f.cascade for f in hang)
     assert any(f.category == Category.PYTHON_EXCEPTION and not f.cascade for f in obs.findings)
+
+
+async def test_a_stall_with_only_collective_timeouts_stays_a_hang() -> None:
+    """A stopped rank: progress stops and the waiting ranks' gloo timeouts arrive. The timeouts are
+    the stall seen from the waiting side, so the hang is still what decides."""
+    world = World(job=running(num_tasks=4))
+
+    async def train_then_stall() -> None:
+        for i in range(1, 8):
+            world.log += f"step {i}/100 loss 0.5 (0.05 s/it)\n".encode()
+            await asyncio.sleep(0.05)
+        world.log += (
+            b"[rank0]: RuntimeError: [/x/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
+            b"60000ms for recv operation to complete\n"
+        )
+
+    job = asyncio.create_task(train_then_stall())
+    config = ProgressConfig(hang_floor_s=0.3, hang_factor=2.0)
+    result = await watcher(world, progress_config=config, slurm_verdict_wait_s=30.0).watch(
+        inp(slice_s=10.0, settle_s=0.05), lambda *a: None
+    )
+    await job
+    hang = [f for f in result.observation.findings if f.category == Category.HANG]
+    assert hang and not any(f.cascade for f in hang)

@@ -49,3 +49,15 @@ def test_slurms_node_failure_line_decides_over_the_peer_loss_cascade() -> None:
     result = classify_bytes(_read("srun_node2_killed.out"))
     assert result.category == Category.SLURM_NODE_FAILURE.value
     assert result.nodes == ["node2"]
+
+
+def test_gloo_timeouts_of_the_waiting_ranks_are_cascades_of_the_stopped_one() -> None:
+    # SIGSTOP of rank 2 with a 60 s gloo timeout: ranks 0, 1 and 3 print "Timed out waiting 60000ms",
+    # the stopped rank prints nothing. Without the hang detector's finding nothing here initiates.
+    data = _read("srun_sigstop_rank2_gloo_timeout.out")
+    analyzer = LogAnalyzer(node_of_rank=lambda r: ("node1", "node1", "node2", "node2")[r])
+    findings = [f for f in analyzer.feed(data, now=1.0) if f.fatal]
+    timeouts = [f for f in findings if f.pattern_id == "gloo_timeout"]
+    assert {f.rank for f in timeouts} == {0, 1, 3}
+    assert all(f.cascade and f.category == Category.NCCL_TIMEOUT and f.nodes == () for f in timeouts)
+    assert not [f for f in findings if f.category == Category.PYTHON_EXCEPTION and not f.cascade]
