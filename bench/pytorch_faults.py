@@ -29,6 +29,7 @@ DDP_PROGRESS = re.compile(r"^step (\d+)/")
 DDP_ATTEMPT = re.compile(r"^ddp: job \d+ attempt (\d+) on (\S+)")
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 FAULT_STEP = 12
+PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0"))
 
 
 class PyTorchBench(Bench):
@@ -59,7 +60,7 @@ class PyTorchBench(Bench):
             "DDP_PYTHON": sys.executable,
             "DDP_SCRIPT": str(DDP_SCRIPT),
             "DDP_MASTER_ADDR": "127.0.0.1",
-            "DDP_MASTER_PORT": str(20000 + (self.seq * 37) % 20000),
+            "DDP_MASTER_PORT": str(10000 + (self.seq * 10 + PORT_OFFSET) % 20000),  # below ephemeral ports
             "DDP_STEPS": str(FAULT_STEP + 20),
             "DDP_STEP_S": str(self.step_s),
             "DDP_CKPT_EVERY": "5",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import NODE_LOGS, REPO, Stack, SubmittedJob, free_port
+from tests.e2e.stack import NODE_LOGS, PORT_OFFSET, REPO, Stack, SubmittedJob
 from trainguard.models import AuditEventIn, EventType
 
 SBATCH = REPO / "examples" / "ddp_train.sbatch"
@@ -87,7 +87,9 @@ def submit_ddp(
         "DDP_SCRIPT": str(SCRIPT),
         "DDP_LAUNCHER": launcher,
         "DDP_MASTER_ADDR": "127.0.0.1",
-        "DDP_MASTER_PORT": str(free_port()),
+        # below the ephemeral range (gloo's own sockets live there: a free port now can be taken by the
+        # requeued attempt's time, EADDRINUSE); the offset keeps concurrent checkouts apart
+        "DDP_MASTER_PORT": str(10000 + (PORT_OFFSET + 10 * len(stack.jobs)) % 20000),
         "DDP_STEPS": str(steps),
         "DDP_STEP_S": str(STEP_S),
         "DDP_CKPT_EVERY": "5",
