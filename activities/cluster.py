@@ -1,6 +1,6 @@
 """Activities that touch the cluster (task queue trainguard-cluster-<name>): Slurm and job output files.
 
-Each scheduler step checks Slurm's actual state first (inside SlurmClient) and reports what Slurm shows
+Each scheduler step checks Slurm's actual state first (inside SlurmAccess) and reports what Slurm shows
 afterwards, so a retried or replayed step never acts twice.
 """
 
@@ -22,11 +22,11 @@ from activities.heartbeat import heartbeating
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import JobWatcher
 from trainguard import contracts as c
-from trainguard import failpoints
+from trainguard import failpoints, telemetry
 from trainguard.identity import workload_of
 from trainguard.models import ActionResult, ActionStep, JobSnapshot
 from trainguard.optin import MalformedComment, parse_opt_in
-from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.errors import SlurmParseError
 from trainguard.slurm.jobids import parse_job_id
 from trainguard.slurm.runner import CommandError
@@ -40,7 +40,7 @@ class ClusterActivities:
     def __init__(
         self,
         cluster: str,
-        client: SlurmClient,
+        client: SlurmAccess,
         cache: SnapshotCache,
         watcher: JobWatcher,
         temporal: Client,
@@ -67,6 +67,7 @@ class ClusterActivities:
                 snap = await self.cache.get()
             except SlurmParseError as err:
                 raise format_error(err) from None
+            telemetry.mark_discovery(self.cluster, len(snap.jobs), time.time())
             counts = await self._consider_all(snap.jobs, inp, env_re)
             totals = totals.model_copy(update={k: getattr(totals, k) + v for k, v in counts.items()})
             activity.heartbeat(totals.model_dump())

@@ -15,6 +15,7 @@ from trainguard import failpoints, telemetry
 from trainguard.attribution.rules import attribute
 from trainguard.audit.store import AuditStore
 from trainguard.models import AuditEventIn, EventType, Verdict
+from trainguard.policy.reasons import advice_reason
 from trainguard.settings import AttributionSettings
 from workflows.search_attributes import CLUSTER
 
@@ -44,7 +45,7 @@ class ControlActivities:
                 self.attribution.external_url,
                 request,
                 timeout_s=self.attribution.external_timeout_s,
-                token=self.attribution.external_token,
+                token=token.get_secret_value() if (token := self.attribution.external_token) else None,
             )
             if external is not None:
                 verdict = external
@@ -69,6 +70,7 @@ class ControlActivities:
                     telemetry.set_goodput(inp.status.workload_key, inp.status.goodput)
             return inserted
         except Exception as err:  # the DB is down or refusing: retry (the workflow's policy backs off)
+            telemetry.count_audit_failure()
             raise ApplicationError(
                 f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable"
             ) from None
@@ -77,11 +79,18 @@ class ControlActivities:
     async def record_advice(self, inp: c.RecordAdviceInput) -> bool:
         def _sync() -> bool:
             try:
-                return self.store.record_advice(inp.workload, inp.advice, ts=inp.ts)
+                inserted = self.store.record_advice(inp.workload, inp.advice, ts=inp.ts)
             except Exception as err:
+                telemetry.count_audit_failure()
                 raise ApplicationError(
                     f"audit store unavailable: {str(err)[:300]}", type="AuditUnavailable"
                 ) from None
+            if inserted:  # counted once, however often the activity is retried
+                advice = inp.advice
+                telemetry.count_advice(
+                    inp.workload.cluster, advice.action.value, advice_reason(advice), advice.execute
+                )
+            return inserted
 
         async with heartbeating():
             inserted = await asyncio.to_thread(_sync)
@@ -126,3 +135,5 @@ def _observe(event: AuditEventIn) -> None:
         telemetry.count_recovery("success")
     elif event.event_type == EventType.STOPPED:
         telemetry.count_recovery("stopped")
+    elif event.event_type == EventType.NODE_DRAINED:
+        telemetry.count_drain(event.cluster, len(event.nodes))

@@ -37,7 +37,7 @@ from trainguard.models import (
     ProgressState,
 )
 from trainguard.optin import MalformedComment, parse_opt_in
-from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.states import COMPLETED, NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class _Progress:
 class JobWatcher:
     def __init__(
         self,
-        client: SlurmClient,
+        client: SlurmAccess,
         cache: SnapshotCache,
         sources: SourceFactory,
         *,

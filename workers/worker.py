@@ -34,7 +34,10 @@ from trainguard.logsources.nodelogs import make_node_log_source, node_log_enable
 from trainguard.models import Finding, JobSnapshot
 from trainguard.policy import PolicyConfig
 from trainguard.settings import Settings, WatchSettings
+from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.client import SlurmClient
+from trainguard.slurm.factory import make_slurm_access
+from trainguard.slurm.restd import SlurmRestClient
 from trainguard.slurm.runner import Runner, make_runner
 from workflows.cluster_watch import ClusterWatchWorkflow
 from workflows.job_recovery import JobRecoveryWorkflow
@@ -103,6 +106,7 @@ class Runtime:
 
     workers: list[Worker] = field(default_factory=list)
     runner: Runner | None = None
+    slurm: SlurmAccess | None = None  # built from the settings here (closed at shutdown)
     store: AuditStore | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -116,6 +120,8 @@ class Runtime:
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.slurm is not None:
+            await self.slurm.close()
         if self.runner is not None:
             await self.runner.close()
         if self.store is not None:
@@ -132,7 +138,8 @@ def build_workers(
     sources: SourceFactory | None = None,
 ) -> Runtime:
     """`slurm` and `sources` replace the Slurm client and the log-source factory built from the settings
-    (the scale benchmark passes a simulated cluster); `slurm.runner` then serves the job output files."""
+    (the scale benchmark passes a simulated cluster); `slurm.runner` then serves the job output files.
+    Otherwise cluster.access picks the client (commands or slurmrestd) and cluster.runner reads files."""
     rt = Runtime()
     if "control" in queues:
         rt.store = AuditStore.from_url(settings.audit.url)
@@ -157,11 +164,13 @@ def build_workers(
             )
         )
     if "cluster" in queues:
+        access: SlurmAccess
         if slurm is None:
-            rt.runner = make_runner(settings.cluster)
-            slurm = SlurmClient(rt.runner, settings.cluster.name)
-        cache = SnapshotCache(slurm.snapshot, max_age_s=settings.cluster.snapshot_interval_s)
-        runner = slurm.runner
+            runner = rt.runner = make_runner(settings.cluster)
+            access = rt.slurm = make_slurm_access(settings.cluster, runner)
+        else:
+            access, runner = slurm, slurm.runner
+        cache = SnapshotCache(access.snapshot, max_age_s=settings.cluster.snapshot_interval_s)
 
         logs = settings.logs
         http = make_http_client(logs) if logs.backend != "files" else None
@@ -182,7 +191,7 @@ def build_workers(
             return await gpu_findings(metrics, nodes)
 
         watcher = JobWatcher(
-            slurm,
+            access,
             cache,
             sources,
             max_read_bytes=settings.watch.max_read_bytes,
@@ -197,7 +206,7 @@ def build_workers(
             ),
         )
         cluster = ClusterActivities(
-            settings.cluster.name, slurm, cache, watcher, client, search_attributes=search_attributes
+            settings.cluster.name, access, cache, watcher, client, search_attributes=search_attributes
         )
         rt.workers.append(
             Worker(
@@ -227,6 +236,10 @@ def build_workers(
 async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster_watch: bool = True) -> None:
     client = await connect(settings)
     rt = build_workers(client, settings, queues=queues)
+    if isinstance(rt.slurm, SlurmRestClient):
+        # Discover slurmrestd's API versions and check the token now: a clear error at start.
+        version = await rt.slurm.start()
+        log.info("slurmrestd API %s at %s", version.name, rt.slurm.url)
     if start_cluster_watch and "control" in queues:
         await ensure_cluster_watch(client, settings)
     log.info("worker running: queues=%s cluster=%s", ",".join(queues), settings.cluster.name)

@@ -66,8 +66,8 @@ def slurm_cluster(slurm_version: str) -> Iterator[LocalSlurmCluster]:
     )
     cluster.stop()  # leftovers of an interrupted run
     shutil.rmtree(cluster.state_dir, ignore_errors=True)  # jobs of an earlier session are not this one's
-    cluster.start()
     try:
+        cluster.start()  # inside try: a start that fails half way must not leave daemons behind
         yield cluster
     finally:
         cluster.stop()

@@ -30,7 +30,8 @@ from trainguard.slurm.runner import CommandError, LocalRunner
 
 pytestmark = [pytest.mark.e2e]
 
-BASE = Path(os.environ.get("TG_E2E_SLURM_DIR", "/tmp/tg-h1/e2e-slurm"))
+# Per port offset: checkouts running at once must not share pid files and state.
+BASE = Path(os.environ.get("TG_E2E_SLURM_DIR", f"/tmp/tg-h1/e2e-slurm-{PORT_OFFSET}"))
 CTLD_PORT = int(os.environ.get("TG_E2E_SLURM_PORT", "26817")) + PORT_OFFSET
 VERSIONS = ("22.05", "24.11")
 PORTS = {"22.05": CTLD_PORT, "24.11": CTLD_PORT + 40}
@@ -50,10 +51,10 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[LocalSlurmCluster]:
     lab = LocalSlurmCluster(
         base, ctld_port=port, node_port_base=port + 184, version=version, rest_port=port + 30
     )
-    if not lab.is_running() and base.exists():
-        shutil.rmtree(base)  # a fresh state dir: job ids start at 1, no leftovers
-    lab.start()
+    lab.stop()  # leftovers of an interrupted run, by their pid files (before those are removed)
+    shutil.rmtree(base, ignore_errors=True)  # a fresh state dir: job ids start at 1, no leftovers
     try:
+        lab.start()  # inside try: a start that fails half way must not leave daemons behind
         yield lab
     finally:
         lab.stop()

@@ -27,7 +27,8 @@ pytestmark = [
     ),
 ]
 
-BASE = Path(os.environ.get("TG_E2E_SSH_DIR", "/tmp/tg-h1/e2e-ssh"))
+# Per port offset: checkouts running at once must not share pid files and state.
+BASE = Path(os.environ.get("TG_E2E_SSH_DIR", f"/tmp/tg-h1/e2e-ssh-{PORT_OFFSET}"))
 SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "26822")) + PORT_OFFSET
 CTLD_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "26837")) + PORT_OFFSET
 

@@ -208,7 +208,7 @@ def test_operator_decisions_feed_agreement(client: TestClient, seeded: list[Work
     assert ok.status_code == 201 and ok.json()["agree"] is True
     no = client.post(
         f"/api/v1/advice/{observed.key}:0:1/decision",
-        json={"decision": "disagree", "didInstead": "drained gpu-03 and resubmitted", "who": "ana"},
+        json={"decision": "disagree", "didInstead": "drained gpu-03 and resubmitted"},
         headers=AUTH,
     )
     assert no.status_code == 201
@@ -235,18 +235,22 @@ def test_workload_mode_switch_goes_to_workflow_and_audit(
     observed = seeded[1]
     resp = client.put(
         path_of(observed) + "/mode",
-        json={"mode": "action", "who": "ana", "reason": "trusted now"},
+        json={"mode": "action", "reason": "trusted now"},
         headers=AUTH,
     )
     assert resp.status_code == 200 and resp.json()["mode"] == "action"
     assert fake.calls == [
-        ("set_mode", observed.workflow_id, ModeChange(mode=Mode.ACTION, who="ana", reason="trusted now"))
+        (
+            "set_mode",
+            observed.workflow_id,
+            ModeChange(mode=Mode.ACTION, who="api-token", reason="trusted now"),
+        )
     ]
     status = store.get_workload(observed.key)
     assert status is not None and status.mode == Mode.ACTION
     events = store.list_events(workload_key=observed.key, event_type=EventType.MODE_CHANGED).items
     assert len(events) == 1 and events[0].actor == "operator" and events[0].mode == "action"
-    assert events[0].data["who"] == "ana"
+    assert events[0].data["who"] == "api-token"
     assert client.put(path_of(observed) + "/mode", json={"mode": "chaos"}, headers=AUTH).status_code == 422
     assert (
         client.put("/api/v1/workloads/lab/77/1/mode", json={"mode": "action"}, headers=AUTH).status_code
@@ -259,9 +263,9 @@ def test_pause_and_cluster_mode(
     client: TestClient, fake: StoreTemporalControl, store: AuditStore, seeded: list[WorkloadId]
 ) -> None:
     recovered = seeded[0]
-    resp = client.put(path_of(recovered) + "/paused", json={"paused": True, "who": "bo"}, headers=AUTH)
+    resp = client.put(path_of(recovered) + "/paused", json={"paused": True}, headers=AUTH)
     assert resp.status_code == 202 and resp.json() == {"workload_key": recovered.key, "paused": True}
-    assert fake.calls[-1] == ("set_paused", recovered.workflow_id, PauseRequest(paused=True, who="bo"))
+    assert fake.calls[-1] == ("set_paused", recovered.workflow_id, PauseRequest(paused=True, who="api-token"))
     status = store.get_workload(recovered.key)
     assert status is not None and status.paused
     resp = client.put("/api/v1/clusters/lab/mode", json={"mode": "action"}, headers=AUTH)
@@ -303,7 +307,7 @@ def test_token_settings(store: AuditStore, seeded: list[WorkloadId]) -> None:
         create_app(make_settings(token=None), store=store, temporal=StoreTemporalControl(store))
     )
     resp = no_token.put(path_of(seeded[0]) + "/mode", json={"mode": "action"}, headers=AUTH)
-    assert resp.status_code == 403 and "api.token" in resp.json()["detail"]
+    assert resp.status_code == 403 and "no credentials are configured" in resp.json()["detail"]
     locked = TestClient(
         create_app(make_settings(read_requires_token=True), store=store, temporal=StoreTemporalControl(store))
     )

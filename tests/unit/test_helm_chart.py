@@ -1,173 +1,229 @@
-"""The Helm chart in deploy/helm/trainguard, checked without a `helm` binary (none is available here).
+"""The Helm chart in deploy/helm/trainguard, checked by the real `helm` (scripts/bootstrap.sh puts it in
+.tools/helm/helm): `helm lint --strict` and `helm template` with the values files in the chart's ci/,
+every rendered manifest validated against the Kubernetes 1.33 JSON schemas (kubernetes-validate, strict:
+unknown fields fail), the PrometheusRule's groups checked by promtool.
 
-Two checks instead of `helm template` + `helm lint`:
-1. values.yaml (and the overrides below) validate against values.schema.json with `jsonschema`,
-   and bad values are refused, as helm does before rendering.
-2. The templates are rendered by `render`, a deliberately tiny interpreter of the Go-template subset
-   the chart restricts itself to: `{{ .Values.a.b }}`, `.Release.Name/.Namespace`, `.Chart.*`, the
-   pipes `quote` and `toJson`, `{{ if X }}` / `{{ if not X }}` / `{{ else }}` / `{{ end }}` and the
-   `{{-` / `-}}` whitespace trimming. Anything else raises, so a template that strays outside the
-   subset fails here rather than rendering wrongly. Each rendered manifest must be valid YAML with
-   the expected kinds, and the settings file in the ConfigMap must load into TrainGuard's Settings.
+The chart's MySQL subchart comes from an OCI registry that cannot be reached here. The tests render a
+copy of the chart whose charts/ holds a stand-in `mysql` chart (Chart.yaml only, no templates): helm
+then accepts the declared dependency, and `helm dependency list` checks the stanza against it (name,
+version range). Nothing of MySQL itself is rendered, so the production-like values disable it, as a
+production install with an external database does.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
 from trainguard.settings import Settings
 
-CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "trainguard"
-_ACTION = re.compile(r"\{\{(-?)\s*(.*?)\s*(-?)\}\}", re.S)
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "trainguard"
+VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+KUBERNETES = "1.33.0"  # the kubectl that comes with helm here; kubernetes-validate ships its schemas
+OPERATOR_API = "monitoring.coreos.com/v1"  # Prometheus Operator CRDs: not in Kubernetes' schemas
 
 
-class UnsupportedTemplate(ValueError):
-    pass
+def helm_bin() -> str:
+    local = ROOT / ".tools" / "helm" / "helm"
+    path = str(local) if local.exists() else shutil.which("helm")
+    assert path, "helm not found: run scripts/bootstrap.sh (it unpacks helm into .tools/helm/helm)"
+    return path
 
 
-def _lookup(path: str, ctx: dict[str, Any]) -> Any:
-    if not path.startswith("."):
-        raise UnsupportedTemplate(f"unsupported expression {path!r}")
-    value: Any = ctx
-    for part in path[1:].split("."):
-        if not isinstance(value, dict):
-            raise UnsupportedTemplate(f"{path}: {part!r} looked up on a non-map")
-        value = value.get(part)  # helm renders a missing key as empty, so do we
-    return value
+def _stub_mysql(chart: Path, version: str) -> None:
+    stub = chart / "charts" / "mysql"
+    stub.mkdir(parents=True, exist_ok=True)
+    (stub / "Chart.yaml").write_text(
+        f"apiVersion: v2\nname: mysql\nversion: {version}\ndescription: stand-in for the OCI subchart\n"
+    )
 
 
-def _go_string(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+@pytest.fixture(scope="module")
+def chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of deploy/ (files/alerts.yaml links to ../../../prometheus/alerts.yaml) with the stand-in."""
+    root = tmp_path_factory.mktemp("deploy")
+    shutil.copytree(ROOT / "deploy" / "helm", root / "helm", symlinks=True)
+    shutil.copytree(ROOT / "deploy" / "prometheus", root / "prometheus")
+    copy = root / "helm" / "trainguard"
+    shutil.rmtree(copy / "charts", ignore_errors=True)
+    _stub_mysql(copy, "11.4.0")
+    return copy
 
 
-def _truthy(value: Any) -> bool:
-    return bool(value)  # Go templates: false, 0, nil, "" and empty collections are false
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run([helm_bin(), *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert out.returncode == 0, out.stdout + out.stderr
+    return out
 
 
-def _evaluate(expr: str, ctx: dict[str, Any]) -> str:
-    head, *pipes = [p.strip() for p in expr.split("|")]
-    value = _lookup(head, ctx)
-    rendered: str | None = None
-    for pipe in pipes:
-        if pipe == "quote":
-            rendered = json.dumps(_go_string(value) if rendered is None else rendered)
-        elif pipe == "toJson":
-            rendered = json.dumps(value, separators=(",", ":"))
-        else:
-            raise UnsupportedTemplate(f"unsupported pipe {pipe!r}")
-    return _go_string(value) if rendered is None else rendered
+def render(chart: Path, *values: Path, sets: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    args = ["template", "tg", str(chart), "--namespace", "trainguard"]
+    for v in values:
+        args += ["-f", str(v)]
+    for s in sets:
+        args += ["--set", s]
+    return [d for d in yaml.safe_load_all(helm(*args).stdout) if d]
 
 
-def render(text: str, ctx: dict[str, Any]) -> str:
-    # Whitespace trimming first, as Go does: `{{-` eats whitespace before, `-}}` after.
-    text = re.sub(r"\s*\{\{-", "{{-", text)
-    text = re.sub(r"-\}\}\s*", "-}}", text)
-    out: list[str] = []
-    stack: list[tuple[bool, bool]] = []  # (this branch active, any branch taken)
-    pos = 0
-    for match in _ACTION.finditer(text):
-        active = all(frame[0] for frame in stack)
-        if active:
-            out.append(text[pos : match.start()])
-        pos = match.end()
-        body = match.group(2)
-        if body.startswith("/*"):
-            continue
-        words = body.split()
-        if words[0] == "if":
-            negate = len(words) == 3 and words[1] == "not"
-            if len(words) != (3 if negate else 2):
-                raise UnsupportedTemplate(f"unsupported condition {body!r}")
-            cond = _truthy(_lookup(words[-1], ctx)) != negate
-            stack.append((cond, cond))
-        elif words == ["else"]:
-            if not stack:
-                raise UnsupportedTemplate("else without if")
-            _, taken = stack.pop()
-            stack.append((not taken, True))
-        elif words == ["end"]:
-            if not stack:
-                raise UnsupportedTemplate("end without if")
-            stack.pop()
-        elif active:
-            out.append(_evaluate(body, ctx))
-    if stack:
-        raise UnsupportedTemplate("unterminated if")
-    out.append(text[pos:])
-    return "".join(out)
+def objects(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
 
 
-def _values(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-
-    def merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
-        for key, value in extra.items():
-            if isinstance(value, dict) and isinstance(base.get(key), dict):
-                merge(base[key], value)
-            else:
-                base[key] = value
-
-    merge(values, copy.deepcopy(overrides or {}))
-    return values
+def container(objs: dict[tuple[str, str], dict[str, Any]], name: str) -> dict[str, Any]:
+    c: dict[str, Any] = objs[("Deployment", name)]["spec"]["template"]["spec"]["containers"][0]
+    return c
 
 
-def _schema() -> dict[str, Any]:
-    return json.loads((CHART / "values.schema.json").read_text())
+def values_file(tmp_path: Path, values: dict[str, Any]) -> Path:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
 
 
-def render_chart(values: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    ctx = {
-        "Values": values,
-        "Release": {"Name": "tg", "Namespace": "trainguard"},
-        "Chart": {"Name": chart["name"], "Version": chart["version"], "AppVersion": chart["appVersion"]},
+@pytest.mark.parametrize("values", VALUES, ids=lambda p: p.name)
+def test_helm_lint_strict(chart: Path, values: Path) -> None:
+    out = helm("lint", "--strict", str(chart), "-f", str(values))
+    assert "0 chart(s) failed" in out.stdout
+
+
+@pytest.mark.parametrize("values", VALUES, ids=lambda p: p.name)
+def test_rendered_manifests_validate_against_kubernetes_schemas(chart: Path, values: Path) -> None:
+    docs = render(chart, values)
+    core = [d for d in docs if d["apiVersion"] != OPERATOR_API]
+    assert len(core) >= 5
+    for doc in core:
+        try:
+            kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            pytest.fail(f"{doc['kind']}/{doc['metadata']['name']} ({values.name}): {err.message}")
+
+
+def test_the_schema_validation_catches_a_wrong_manifest(chart: Path) -> None:
+    deployment = objects(render(chart, CHART / "ci" / "default-values.yaml"))[
+        ("Deployment", "tg-trainguard-api")
+    ]
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"] = [1]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES, strict=True)
+
+
+def test_default_render_has_the_expected_objects(chart: Path) -> None:
+    objs = objects(render(chart, CHART / "ci" / "default-values.yaml"))
+    assert set(objs) == {
+        ("ConfigMap", "tg-trainguard-config"),
+        ("Secret", "tg-trainguard-secrets"),
+        ("Secret", "tg-trainguard-ssh"),
+        ("Deployment", "tg-trainguard-control-worker"),
+        ("Deployment", "tg-trainguard-cluster-worker"),
+        ("Deployment", "tg-trainguard-api"),
+        ("Service", "tg-trainguard-api"),
     }
-    rendered: dict[str, list[dict[str, Any]]] = {}
-    for template in sorted((CHART / "templates").glob("*.yaml")):
-        text = render(template.read_text(), ctx)
-        docs = [d for d in yaml.safe_load_all(text) if d]
-        rendered[template.name] = docs
-    return rendered
+    control = container(objs, "tg-trainguard-control-worker")
+    assert control["args"][:3] == ["worker", "--queues", "control"]
+    cluster = objs[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
+    assert cluster["containers"][0]["args"][:3] == ["worker", "--queues", "cluster"]
+    assert {"name": "TRAINGUARD_CLUSTER__RUNNER", "value": "ssh"} in cluster["containers"][0]["env"]
+    assert cluster["volumes"][1]["secret"]["secretName"] == "tg-trainguard-ssh"
+    api = container(objs, "tg-trainguard-api")
+    assert api["args"][0] == "api" and api["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert api["image"] == "ghcr.io/trainguard/trainguard:0.1.0"
+    secret = objs[("Secret", "tg-trainguard-secrets")]["stringData"]
+    assert secret["TRAINGUARD_AUDIT__URL"] == "mysql+pymysql://trainguard:change-me@tg-mysql:3306/trainguard"
+    assert "TRAINGUARD_TEMPORAL__API_KEY" not in secret  # empty values are not rendered as empty keys
 
 
-def _kinds(rendered: dict[str, list[dict[str, Any]]]) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(d["kind"], d["metadata"]["name"]): d for docs in rendered.values() for d in docs}
+def test_configmap_settings_load_into_trainguard_settings(chart: Path, tmp_path: Path) -> None:
+    overrides = {
+        "mode": "action",
+        "controller": {"environment": "^prod$", "acknowledgeSchedulerActions": True},
+        "watchdog": {"mode": "observe", "acknowledgeSchedulerActions": False, "environmentPattern": "^prod"},
+        "temporal": {"tls": {"enabled": True, "existingSecret": "temporal-mtls"}, "apiKey": "k"},
+        "logs": {"backend": "loki", "url": "https://loki:3100", "tenant": "ml", "jobIdLabel": "slurm_job_id"},
+    }
+    objs = objects(render(chart, values_file(tmp_path, overrides)))
+    doc = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    settings = Settings.model_validate(doc)
+    assert settings.cluster.mode == "action" and settings.cluster.acknowledge_scheduler_actions is True
+    assert settings.cluster.environment_pattern == "^prod$"
+    assert settings.watchdog.mode == "observe" and settings.watchdog.acknowledge_scheduler_actions is False
+    assert settings.watchdog.environment_pattern == "^prod"
+    assert settings.temporal.tls is True
+    assert settings.temporal.tls_cert == "/etc/trainguard/temporal-tls/tls.crt"
+    assert settings.logs.labels["job_id"] == "slurm_job_id" and settings.logs.tenant == "ml"
+    assert objs[("Secret", "tg-trainguard-secrets")]["stringData"]["TRAINGUARD_TEMPORAL__API_KEY"] == "k"
+    control = objs[("Deployment", "tg-trainguard-control-worker")]["spec"]["template"]["spec"]
+    assert any(v["name"] == "temporal-tls" for v in control["volumes"])
 
 
-def test_chart_declares_the_mysql_subchart_for_trials() -> None:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert chart["apiVersion"] == "v2"
-    mysql = [d for d in chart["dependencies"] if d["name"] == "mysql"]
-    assert mysql and mysql[0]["condition"] == "mysql.enabled"
+def test_production_values_use_external_db_and_existing_secrets(chart: Path) -> None:
+    objs = objects(render(chart, CHART / "ci" / "production-values.yaml"))
+    assert not [key for key in objs if key[0] == "Secret"]  # all secrets come from outside the chart
+    for name in ("tg-trainguard-control-worker", "tg-trainguard-cluster-worker", "tg-trainguard-api"):
+        spec = objs[("Deployment", name)]["spec"]["template"]["spec"]
+        assert spec["containers"][0]["envFrom"] == [{"secretRef": {"name": "trainguard-secrets"}}]
+    cluster = objs[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
+    ssh = next(v for v in cluster["volumes"] if v["name"] == "ssh")
+    assert ssh["secret"]["secretName"] == "trainguard-slurm-ssh"
+    doc = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    settings = Settings.model_validate(doc)
+    assert settings.cluster.mode == "action" and settings.cluster.environment_pattern == "^prod$"
+    assert settings.temporal.control_task_queue == "trainguard-control"
 
 
-def test_default_values_validate_and_carry_the_required_keys() -> None:
-    values = _values()
-    jsonschema.validate(values, _schema())
-    assert values["mode"] == "observe"
-    for section, key in [
-        ("controller", "environment"),
-        ("controller", "acknowledgeSchedulerActions"),
-        ("watchdog", "enabled"),
-        ("watchdog", "mode"),
-        ("watchdog", "acknowledgeSchedulerActions"),
-        ("watchdog", "environmentPattern"),
-    ]:
-        assert key in values[section]
+def test_a_canary_release_gets_its_own_queues(chart: Path, tmp_path: Path) -> None:
+    """Two releases in one Temporal namespace: different cluster names (ClusterWatch, cluster queue)
+    and control queues, so neither runs the other's workflows; environments split the jobs."""
+    canary = {
+        "cluster": {"name": "a100-east-canary"},
+        "temporal": {"controlTaskQueue": "trainguard-control-canary"},
+        "controller": {"environment": "^canary$", "acknowledgeSchedulerActions": True},
+        "mode": "action",
+    }
+    objs = objects(render(chart, values_file(tmp_path, canary)))
+    doc = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    settings = Settings.model_validate(doc)
+    assert settings.temporal.control_task_queue == "trainguard-control-canary"
+    assert settings.cluster.name == "a100-east-canary" and settings.cluster.environment_pattern == "^canary$"
+    assert "mysql" not in str(objs[("ConfigMap", "tg-trainguard-config")])  # the URL lives in the Secret
+
+
+def test_monitoring_values_ship_the_alerts_and_scrape_every_pod(chart: Path, tmp_path: Path) -> None:
+    objs = objects(render(chart, CHART / "ci" / "monitoring-values.yaml"))
+    rule = objs[("PrometheusRule", "tg-trainguard")]
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    shipped = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yaml").read_text())
+    assert rule["spec"]["groups"] == shipped["groups"]
+    rules_file = tmp_path / "rules.yaml"
+    rules_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool not found: install Debian's prometheus package"
+    check = subprocess.run([promtool, "check", "rules", str(rules_file)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    monitor = objs[("PodMonitor", "tg-trainguard")]["spec"]
+    assert [e["port"] for e in monitor["podMetricsEndpoints"]] == ["metrics"]
+    for name in ("tg-trainguard-control-worker", "tg-trainguard-cluster-worker"):
+        c = container(objs, name)
+        assert c["args"][3:] == ["--metrics-port", "9100", "--metrics-host", "0.0.0.0"]
+        assert c["ports"] == [{"name": "metrics", "containerPort": 9100}]
+    api = container(objs, "tg-trainguard-api")
+    assert {"name": "metrics", "containerPort": 9102} in api["ports"]
+    doc = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    assert Settings.model_validate(doc).api.metrics_port == 9102
+
+
+def test_without_monitoring_no_operator_objects(chart: Path, tmp_path: Path) -> None:
+    objs = objects(render(chart, values_file(tmp_path, {"workers": {"metricsPort": 0}})))
+    assert not [k for k in objs if k[0] in ("PrometheusRule", "PodMonitor")]
+    assert container(objs, "tg-trainguard-control-worker")["args"] == ["worker", "--queues", "control"]
 
 
 @pytest.mark.parametrize(
@@ -180,108 +236,130 @@ def test_default_values_validate_and_carry_the_required_keys() -> None:
         {"temporal": {"address": "no-port"}},
         {"unknownKey": 1},
         {"clusterWorker": {"replicas": 3}},
+        {"workers": {"metricsPort": 70000}},
+        {"podMonitor": {"interval": "often"}},
+        {"temporal": {"controlTaskQueue": "two words"}},
     ],
 )
-def test_schema_refuses_bad_values(bad: dict[str, Any]) -> None:
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(_values(bad), _schema())
+def test_helm_refuses_values_outside_the_schema(chart: Path, tmp_path: Path, bad: dict[str, Any]) -> None:
+    out = helm("lint", "--strict", str(chart), "-f", str(values_file(tmp_path, bad)), check=False)
+    assert out.returncode != 0
+    assert "values don't meet the specifications of the schema" in out.stdout + out.stderr
 
 
-def test_default_render_has_the_expected_objects() -> None:
-    objects = _kinds(render_chart(_values()))
-    expected = {
-        ("ConfigMap", "tg-trainguard-config"),
-        ("Secret", "tg-trainguard-secrets"),
-        ("Secret", "tg-trainguard-ssh"),
-        ("Deployment", "tg-trainguard-control-worker"),
-        ("Deployment", "tg-trainguard-cluster-worker"),
-        ("Deployment", "tg-trainguard-api"),
-        ("Service", "tg-trainguard-api"),
-    }
-    assert set(objects) == expected
-    control = objects[("Deployment", "tg-trainguard-control-worker")]["spec"]["template"]["spec"][
-        "containers"
-    ][0]
-    assert control["args"][:3] == ["worker", "--queues", "control"]
-    cluster = objects[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
-    assert cluster["containers"][0]["args"] == ["worker", "--queues", "cluster"]
-    assert {"name": "TRAINGUARD_CLUSTER__RUNNER", "value": "ssh"} in cluster["containers"][0]["env"]
-    assert cluster["volumes"][1]["secret"]["secretName"] == "tg-trainguard-ssh"
-    api = objects[("Deployment", "tg-trainguard-api")]["spec"]["template"]["spec"]["containers"][0]
-    assert api["args"][0] == "api" and api["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    secret = objects[("Secret", "tg-trainguard-secrets")]["stringData"]
-    assert secret["TRAINGUARD_AUDIT__URL"] == "mysql+pymysql://trainguard:change-me@tg-mysql:3306/trainguard"
-    assert "TRAINGUARD_TEMPORAL__API_KEY" not in secret  # empty values are not rendered as empty keys
-
-
-def test_configmap_settings_load_into_trainguard_settings() -> None:
-    values = _values(
-        {
-            "mode": "action",
-            "controller": {"environment": "^prod$", "acknowledgeSchedulerActions": True},
-            "watchdog": {
-                "mode": "observe",
-                "acknowledgeSchedulerActions": False,
-                "environmentPattern": "^prod",
-            },
-            "temporal": {"tls": {"enabled": True, "existingSecret": "temporal-mtls"}, "apiKey": "k"},
-            "logs": {
-                "backend": "loki",
-                "url": "https://loki:3100",
-                "tenant": "ml",
-                "jobIdLabel": "slurm_job_id",
-            },
-        }
-    )
-    jsonschema.validate(values, _schema())
-    objects = _kinds(render_chart(values))
-    doc = yaml.safe_load(objects[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
-    settings = Settings.model_validate(doc)
-    assert settings.cluster.mode == "action" and settings.cluster.acknowledge_scheduler_actions is True
-    assert settings.cluster.environment_pattern == "^prod$"
-    assert settings.watchdog.mode == "observe" and settings.watchdog.acknowledge_scheduler_actions is False
-    assert settings.watchdog.environment_pattern == "^prod"
-    assert (
-        settings.temporal.tls is True and settings.temporal.tls_cert == "/etc/trainguard/temporal-tls/tls.crt"
-    )
-    assert settings.logs.labels["job_id"] == "slurm_job_id" and settings.logs.tenant == "ml"
-    assert objects[("Secret", "tg-trainguard-secrets")]["stringData"]["TRAINGUARD_TEMPORAL__API_KEY"] == "k"
-    control = objects[("Deployment", "tg-trainguard-control-worker")]["spec"]["template"]["spec"]
-    assert any(v["name"] == "temporal-tls" for v in control["volumes"])
-
-
-def test_production_values_use_external_db_and_existing_secrets() -> None:
-    values = _values(
-        {
-            "mysql": {"enabled": False},
-            "audit": {"url": "mysql+pymysql://tg:pw@db.internal:3306/tg"},
-            "api": {"enabled": False},
-            "clusterWorker": {"ssh": {"existingSecret": "slurm-login-key"}},
-        }
-    )
-    jsonschema.validate(values, _schema())
-    objects = _kinds(render_chart(values))
-    assert ("Deployment", "tg-trainguard-api") not in objects and (
-        "Secret",
-        "tg-trainguard-ssh",
-    ) not in objects
-    secret = objects[("Secret", "tg-trainguard-secrets")]["stringData"]
-    assert secret["TRAINGUARD_AUDIT__URL"] == "mysql+pymysql://tg:pw@db.internal:3306/tg"
-    cluster = objects[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
-    assert cluster["volumes"][1]["secret"]["secretName"] == "slurm-login-key"
-
-
-def test_hostile_values_stay_inside_their_yaml_strings() -> None:
-    values = _values({"controller": {"environment": 'x"\n  injected: true'}})
-    objects = _kinds(render_chart(values))
-    doc = yaml.safe_load(objects[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+def test_hostile_values_stay_inside_their_yaml_strings(chart: Path, tmp_path: Path) -> None:
+    hostile = {"controller": {"environment": 'x"\n  injected: true'}}
+    objs = objects(render(chart, values_file(tmp_path, hostile)))
+    doc = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
     assert doc["cluster"]["environment_pattern"] == 'x"\n  injected: true'
     assert "injected" not in doc["cluster"]
 
 
-def test_renderer_refuses_syntax_outside_the_subset() -> None:
-    with pytest.raises(UnsupportedTemplate):
-        render('{{ include "x" . }}', {"Values": {}})
-    with pytest.raises(UnsupportedTemplate):
-        render("{{ .Values.a | b64enc }}", {"Values": {"a": "x"}})
-    assert render("a{{- if .Values.on }} b{{- else }} c{{- end }}", {"Values": {"on": False}}) == "a c"
+def test_the_mysql_dependency_stanza_is_valid(chart: Path, tmp_path: Path) -> None:
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert meta["apiVersion"] == "v2"
+    (mysql,) = [d for d in meta["dependencies"] if d["name"] == "mysql"]
+    assert mysql["repository"].startswith("oci://") and mysql["condition"] == "mysql.enabled"
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["mysql"]["enabled"] is True
+
+    def status(stub_version: str) -> str:
+        copy = tmp_path / stub_version / "trainguard"
+        shutil.copytree(chart, copy)  # the alerts link resolved: this copy has no ../prometheus
+        shutil.rmtree(copy / "charts")
+        _stub_mysql(copy, stub_version)
+        rows = helm("dependency", "list", str(copy)).stdout.splitlines()
+        (row,) = [r.split("\t") for r in rows if r.startswith("mysql")]
+        return row[-1].strip()
+
+    # helm matches the declared range (11.x.x) against a chart that carries a version, as it would the
+    # fetched subchart: an 11.y release satisfies it, a 12.0 release does not.
+    assert status("11.4.0") == "unpacked"
+    assert status("12.0.0") == "wrong version"
+
+
+def test_named_credentials_and_read_protection(
+    chart: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overrides = {
+        "api": {
+            "operators": [
+                {"name": "ana", "role": "operator", "token": "ana-token-0123456789"},
+                {"name": "root-ops", "role": "admin", "token": "admin-token-0123456789"},
+            ],
+            "trustedHeader": {
+                "header": "X-Forwarded-User",
+                "trustedProxies": ["10.0.0.0/8"],
+                "roles": {"grace": "admin"},
+                "defaultRole": "viewer",
+            },
+        }
+    }
+    objs = objects(render(chart, values_file(tmp_path, overrides)))
+    env = objs[("Secret", "tg-trainguard-secrets")]["stringData"]
+    doc = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    assert "0123456789" not in str(doc)  # tokens only in the Secret
+    monkeypatch.setenv("TRAINGUARD_API__OPERATORS", env["TRAINGUARD_API__OPERATORS"])
+    settings = Settings(**doc)  # the environment (from the Secret) wins over the file, as in the pod
+    assert [(o.name, o.role.value) for o in settings.api.operators] == [
+        ("ana", "operator"),
+        ("root-ops", "admin"),
+    ]
+    assert settings.api.operators[0].token.get_secret_value() == "ana-token-0123456789"
+    assert settings.api.read_requires_token is True and settings.api.docs == "offline"
+    assert settings.api.trusted_header.roles == {"grace": "admin"}
+    assert settings.api.trusted_header.trusted_proxies == ["10.0.0.0/8"]
+    # Defaults: reads need a credential, no header trust.
+    default = objects(render(chart, CHART / "ci" / "default-values.yaml"))
+    doc = yaml.safe_load(default[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    assert Settings.model_validate(doc).api.read_requires_token is True
+    assert "trusted_header" not in doc["api"]
+    short = {"api": {"operators": [{"name": "x", "role": "operator", "token": "short"}]}}
+    assert helm(
+        "lint", "--strict", str(chart), "-f", str(values_file(tmp_path, short)), check=False
+    ).returncode
+
+
+def test_slurmrestd_mode_mounts_the_token_and_drops_ssh(chart: Path, tmp_path: Path) -> None:
+    overrides = {
+        "clusterWorker": {
+            "slurmrestd": {
+                "enabled": True,
+                "url": "http://slurm-restapi.slurm.svc:6820",
+                "user": "trainguard",
+                "apiVersion": "v0.0.42",
+                "token": "eyJ.secret.jwt",
+            }
+        },
+        "logs": {"backend": "loki", "url": "http://loki:3100"},
+    }
+    docs = render(chart, values_file(tmp_path, overrides))
+    core = [d for d in docs if d["apiVersion"] != OPERATOR_API]
+    for doc in core:
+        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+    objs = objects(docs)
+    config = yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    assert "eyJ.secret.jwt" not in str(config)  # the token lives in the Secret only
+    settings = Settings.model_validate(config)
+    rest = settings.cluster.slurmrestd
+    assert settings.cluster.access == "slurmrestd" and rest.url == "http://slurm-restapi.slurm.svc:6820"
+    assert rest.token_file == "/etc/trainguard/slurmrestd/token" and rest.api_version == "v0.0.42"
+    assert objs[("Secret", "tg-trainguard-slurmrestd")]["stringData"]["token"] == "eyJ.secret.jwt"
+    assert ("Secret", "tg-trainguard-ssh") not in objs
+    worker = container(objs, "tg-trainguard-cluster-worker")
+    assert not [e for e in worker["env"] if e["name"] == "TRAINGUARD_CLUSTER__RUNNER"]
+    mounts = {m["name"]: m["mountPath"] for m in worker["volumeMounts"]}
+    assert mounts.get("slurmrestd") == "/etc/trainguard/slurmrestd" and "ssh" not in mounts
+    spec = objs[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
+    assert next(v for v in spec["volumes"] if v["name"] == "slurmrestd")["secret"]["secretName"] == (
+        "tg-trainguard-slurmrestd"
+    )
+
+    rotated = {
+        "clusterWorker": {"slurmrestd": {"enabled": True, "url": "https://r", "existingSecret": "jwt"}}
+    }
+    objs = objects(render(chart, values_file(tmp_path, rotated)))
+    assert ("Secret", "tg-trainguard-slurmrestd") not in objs
+    spec = objs[("Deployment", "tg-trainguard-cluster-worker")]["spec"]["template"]["spec"]
+    assert next(v for v in spec["volumes"] if v["name"] == "slurmrestd")["secret"]["secretName"] == "jwt"
+    bad = values_file(tmp_path, {"clusterWorker": {"slurmrestd": {"url": "slurm:6820"}}})
+    assert helm("template", "tg", str(chart), "-f", str(bad), check=False).returncode != 0

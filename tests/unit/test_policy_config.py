@@ -25,6 +25,9 @@ ALLOWED = {
     "typing",
     "pydantic",
     "trainguard.models",
+    # pure data and functions only (its docstring promises it; the workflow sandbox replays with it)
+    "trainguard.slurm.states",
+    "collections.abc",
 }
 
 

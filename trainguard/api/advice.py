@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 
-from trainguard.api.deps import get_store, require_read, require_write
+from trainguard.api.deps import Caller, get_store, require_read, require_write
 from trainguard.api.schemas import (
     MAX_EPOCH,
     MAX_INT,
@@ -77,16 +77,16 @@ def report_reconciliation(
     "/advice/{advice_id:path}/decision",
     response_model=OperatorDecision,
     status_code=status.HTTP_201_CREATED,
-    dependencies=[Depends(require_write)],
     responses=WRITE_ERRORS,
 )
 def record_decision(
-    advice_id: AdviceId, body: DecisionBody, store: Annotated[AuditStore, Depends(get_store)]
+    advice_id: AdviceId, body: DecisionBody, store: Annotated[AuditStore, Depends(get_store)], caller: Caller
 ) -> OperatorDecision:
-    """An operator agrees or disagrees with an advice (and says what they did instead)."""
+    """An operator agrees or disagrees with an advice (and says what they did instead); recorded under
+    the caller's name."""
     try:
         return store.record_operator_decision(
-            advice_id, agree=body.decision == "agree", did_instead=body.did_instead, who=body.who
+            advice_id, agree=body.decision == "agree", did_instead=body.did_instead, who=caller.name
         )
     except AdviceNotFound:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no advice {advice_id}") from None

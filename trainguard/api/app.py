@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -21,6 +21,7 @@ from trainguard.api import advice, workloads
 from trainguard.api.deps import AppContext, context
 from trainguard.api.metrics import render_metrics, store_registry
 from trainguard.api.schemas import Health
+from trainguard.api.security import SecurityHeaders, install_docs
 from trainguard.api.temporal_control import (
     ClientTemporalControl,
     TemporalControl,
@@ -100,15 +101,40 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(status.HTTP_503_SERVICE_UNAVAILABLE, "audit store unavailable")
 
 
+def _add_metrics_route(app: FastAPI, registry: CollectorRegistry) -> None:
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
+    def metrics() -> Response:
+        """Prometheus exposition: TrainGuard's own metrics plus gauges computed from the audit store."""
+        return Response(render_metrics(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def create_metrics_app(store: AuditStore) -> FastAPI:
+    """`/metrics` alone, for `api.metrics_port`: scraped without the API's credentials."""
+    app = FastAPI(title="TrainGuard metrics", docs_url=None, redoc_url=None, openapi_url=None)
+    _add_metrics_route(app, store_registry(store))
+    return app
+
+
 def create_app(
     settings: Settings, *, store: AuditStore | None = None, temporal: TemporalControl | None = None
 ) -> FastAPI:
     app = FastAPI(
         title="TrainGuard advisor API",
         version=__version__,
-        description="Workloads, advice, audit trail and controls of TrainGuard. "
-        "Mutating calls need `Authorization: Bearer <api.token>`.",
+        description="Workloads, advice, audit trail and controls of TrainGuard. Calls carry "
+        "`Authorization: Bearer <token>` of a named credential (settings api.operators); its role "
+        "(viewer, operator, admin) decides what it may do, and the audit records its name.",
+        docs_url=None,  # offline docs below, or none
+        redoc_url=None,
     )
+    app.add_middleware(SecurityHeaders)
+    if settings.api.docs == "offline":
+        install_docs(app, STATIC_DIR)
     app.state.ctx = AppContext(
         settings=settings,
         store=store if store is not None else AuditStore.from_url(settings.audit.url),
@@ -134,15 +160,8 @@ def create_app(
             return Health(status="unavailable", checks={"audit": clip(type(err).__name__, 100)})
         return Health(status="ok", checks={"audit": "ok"})
 
-    @app.get(
-        "/metrics",
-        tags=["health"],
-        response_class=Response,
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
-    )
-    def metrics() -> Response:
-        """Prometheus exposition: TrainGuard's own metrics plus gauges computed from the audit store."""
-        return Response(render_metrics(registry), media_type=CONTENT_TYPE_LATEST)
+    if not settings.api.metrics_port:  # else create_metrics_app serves it on its own port
+        _add_metrics_route(app, registry)
 
     @app.get("/", include_in_schema=False)
     async def console() -> FileResponse:

@@ -10,7 +10,6 @@ from trainguard.audit.schemas import AdviceRecord, AgreementRow, Disposition, Op
 from trainguard.models import Mode, WorkloadStatus
 
 MAX_TEXT = 2000
-MAX_WHO = 200
 MAX_INT = 2**31 - 1
 MAX_EPOCH = 1e11  # year 5138: anything larger is a client bug, not a time
 MAX_OFFSET = 1_000_000
@@ -58,16 +57,15 @@ class WorkloadDetail(BaseModel):
     recent_advice: list[AdviceRecord] = Field(default_factory=list)
 
 
+# No `who` in any body: the audit names the caller from their credential (trainguard.api.deps).
 # Request fields are strict: `{"paused": "yes"}` or `{"paused": 1}` is a client bug, not a true (422).
 class ModeChangeBody(Body):
     mode: Mode
-    who: StrictStr = Field(default="", max_length=MAX_WHO)
     reason: StrictStr = Field(default="", max_length=MAX_TEXT)
 
 
 class PauseBody(Body):
     paused: StrictBool
-    who: StrictStr = Field(default="", max_length=MAX_WHO)
     reason: StrictStr = Field(default="", max_length=MAX_TEXT)
 
 
@@ -99,7 +97,6 @@ class ReconciliationReport(Body):
 class DecisionBody(Body):
     decision: Literal["agree", "disagree"]
     did_instead: StrictStr = Field(default="", max_length=MAX_TEXT, alias="didInstead")
-    who: StrictStr = Field(default="", max_length=MAX_WHO)
 
 
 class AdviceDetail(BaseModel):

@@ -118,7 +118,7 @@ async def connect_client(settings: TemporalSettings) -> Client:
         settings.address,
         namespace=settings.namespace,
         tls=tls,
-        api_key=settings.api_key,
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         data_converter=pydantic_data_converter,
         connect_timeout=timedelta(seconds=5),
     )

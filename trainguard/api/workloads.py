@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, status
 from starlette.concurrency import run_in_threadpool
 
-from trainguard.api.deps import context, get_store, require_read, require_write
+from trainguard.api.deps import Admin, Caller, Principal, context, get_store, require_read
 from trainguard.api.schemas import (
     CLUSTER_PATTERN,
     JOB_ID_PATTERN,
@@ -166,9 +166,9 @@ def get_workload(
     )
 
 
-def _cluster_mode_event(*, cluster: str, change: ModeChange) -> AuditEventIn:
-    """The one operator row of a cluster mode change; each workload records its new effective mode as a
-    system row (a consequence, not a second action)."""
+def _cluster_mode_event(*, cluster: str, change: ModeChange, caller: Principal) -> AuditEventIn:
+    """The one operator row of a cluster mode change, naming the caller from their credential; each
+    workload records its new effective mode as a system row (a consequence, not a second action)."""
     return AuditEventIn(
         event_id=f"api-mode:{uuid.uuid4().hex}",
         event_type=EventType.MODE_CHANGED,
@@ -177,25 +177,37 @@ def _cluster_mode_event(*, cluster: str, change: ModeChange) -> AuditEventIn:
         ts=time.time(),
         mode=change.mode.value,
         message=clip(
-            f"operator set cluster mode of {cluster} to {change.mode.value} via the API. {change.reason}"
+            f"{caller.name} ({caller.role.value}) set cluster mode of {cluster} to {change.mode.value} "
+            f"via the API. {change.reason}"
         ),
-        data={"who": clip(change.who, 200), "scope": "cluster", "source": "api"},
+        data={
+            "who": caller.name,
+            "role": caller.role.value,
+            "via": caller.via,
+            "scope": "cluster",
+            "source": "api",
+        },
     )
 
 
 @router.put(
     "/workloads/{cluster}/{job_id}/{submit_time}/mode",
     response_model=WorkloadStatus,
-    dependencies=[Depends(require_write)],
     responses=WRITE_ERRORS,
 )
 async def set_workload_mode(
-    cluster: ClusterName, job_id: JobId, submit_time: SubmitTime, body: ModeChangeBody, request: Request
+    cluster: ClusterName,
+    job_id: JobId,
+    submit_time: SubmitTime,
+    body: ModeChangeBody,
+    request: Request,
+    caller: Caller,
 ) -> WorkloadStatus:
+    """Switch one workload's mode (role operator); the audit names the caller."""
     ctx = context(request)
     key = WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).key
     workload = await run_in_threadpool(_workload_or_404, ctx.store, key)
-    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=body.who, reason=body.reason)
+    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=caller.name, reason=body.reason)
     workflow_id = (
         workload.workflow_id
         or WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).workflow_id
@@ -212,13 +224,18 @@ async def set_workload_mode(
     "/workloads/{cluster}/{job_id}/{submit_time}/paused",
     response_model=PauseResult,
     status_code=status.HTTP_202_ACCEPTED,
-    dependencies=[Depends(require_write)],
     responses=WRITE_ERRORS,
 )
 async def set_workload_paused(
-    cluster: ClusterName, job_id: JobId, submit_time: SubmitTime, body: PauseBody, request: Request
+    cluster: ClusterName,
+    job_id: JobId,
+    submit_time: SubmitTime,
+    body: PauseBody,
+    request: Request,
+    caller: Caller,
 ) -> PauseResult:
-    """Pause or resume monitoring; the workflow records the change in the audit when it applies it."""
+    """Pause or resume monitoring (role operator); the workflow records the change, with the caller's
+    name, in the audit when it applies it."""
     ctx = context(request)
     key = WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).key
     workload = await run_in_threadpool(_workload_or_404, ctx.store, key)
@@ -227,7 +244,7 @@ async def set_workload_paused(
         or WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).workflow_id
     )
     await ctx.temporal.set_workload_paused(
-        workflow_id, PauseRequest(paused=body.paused, who=body.who, reason=body.reason)
+        workflow_id, PauseRequest(paused=body.paused, who=caller.name, reason=body.reason)
     )
     return PauseResult(workload_key=key, paused=body.paused)
 
@@ -235,12 +252,16 @@ async def set_workload_paused(
 @router.put(
     "/clusters/{cluster}/mode",
     response_model=ClusterModeResult,
-    dependencies=[Depends(require_write)],
     responses=WRITE_ERRORS,
 )
-async def set_cluster_mode(cluster: ClusterName, body: ModeChangeBody, request: Request) -> ClusterModeResult:
+async def set_cluster_mode(
+    cluster: ClusterName, body: ModeChangeBody, request: Request, caller: Admin
+) -> ClusterModeResult:
+    """Switch a whole cluster's mode (role admin); the audit names the caller."""
     ctx = context(request)
-    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=body.who, reason=body.reason)
+    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=caller.name, reason=body.reason)
     await ctx.temporal.set_cluster_mode(cluster, change)
-    await run_in_threadpool(ctx.store.record, _cluster_mode_event(cluster=cluster, change=change))
+    await run_in_threadpool(
+        ctx.store.record, _cluster_mode_event(cluster=cluster, change=change, caller=caller)
+    )
     return ClusterModeResult(cluster=cluster, mode=body.mode)

@@ -9,7 +9,13 @@ from trainguard.audit.schemas import (
     EventPage,
     OperatorDecision,
 )
-from trainguard.audit.store import AdviceNotFound, AuditStore, InvalidCursor, iter_all_events
+from trainguard.audit.store import (
+    AdviceNotFound,
+    AuditStore,
+    AuditStoreUnavailable,
+    InvalidCursor,
+    iter_all_events,
+)
 
 __all__ = [
     "AdviceNotFound",
@@ -17,6 +23,7 @@ __all__ = [
     "AgreementRow",
     "AuditEventOut",
     "AuditStore",
+    "AuditStoreUnavailable",
     "DesiredState",
     "Disposition",
     "EventPage",

@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, and_, case, event, func, insert, or_, select, update
+from sqlalchemy import Table, and_, case, event, func, insert, inspect, or_, select, update
 from sqlalchemy.dialects import mysql as mysql_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine, RowMapping, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import SQLModel, create_engine
@@ -52,6 +52,8 @@ from trainguard.models import (
 )
 
 _MYSQL_NAMES = {"mysql", "mariadb"}
+SCHEMA_LOCK_TIMEOUT_S = 60  # another unit creating the tables holds the lock for well under a second
+SCHEMA_ATTEMPTS = 5
 
 
 class InvalidCursor(ValueError):
@@ -109,35 +111,64 @@ class AuditStore:
 
     @classmethod
     def from_url(cls, url: str) -> AuditStore:
-        parsed = make_url(url)
-        kwargs: dict[str, Any] = {}
-        if parsed.get_backend_name() == "sqlite":
-            database = parsed.database or ""
-            in_memory = database in ("", ":memory:") or database.startswith("file::memory:")
-            if in_memory:
-                kwargs["poolclass"] = StaticPool
-            else:
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            # The API serves from a threadpool; the busy timeout lets two worker processes take turns.
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30.0}
-        elif parsed.get_backend_name() in _MYSQL_NAMES:
-            kwargs["pool_pre_ping"] = True
-            kwargs["pool_recycle"] = 1800
-            kwargs["connect_args"] = {"charset": "utf8mb4"}
-        engine = create_engine(url, **kwargs)
-        if engine.dialect.name == "sqlite":
-            event.listen(engine, "connect", _sqlite_pragmas)
-        store = cls(engine)
+        """Open the store a TrainGuard unit writes to, creating the database file and tables if needed."""
+        store = cls(_engine_for(url, create_dirs=True))
         store.create_tables()
         return store
 
-    def create_tables(self) -> None:
-        tables = list(ALL_TABLES)
+    @classmethod
+    def open_existing(cls, url: str) -> AuditStore:
+        """Open a store that must already hold TrainGuard's audit (the CLI's reads and decisions): a
+        missing SQLite file, an unreachable server or a database without our tables raise
+        AuditStoreUnavailable instead of quietly creating an empty store and finding nothing in it."""
+        parsed = make_url(url)
+        shown = parsed.render_as_string(hide_password=True)
+        hint = "set audit.url in the settings file (or TRAINGUARD_AUDIT__URL) to the deployment's database"
+        if parsed.get_backend_name() == "sqlite" and not _in_memory(parsed.database or ""):
+            path = Path(parsed.database or "").expanduser()
+            if not path.is_file():
+                raise AuditStoreUnavailable(f"no audit store at {path} (audit.url {shown}); {hint}")
+        store = cls(_engine_for(url, create_dirs=False))
         try:
-            SQLModel.metadata.create_all(self._engine, tables=tables)
-        except OperationalError:
-            # Two processes starting together both saw the table missing; the loser finds it now.
-            SQLModel.metadata.create_all(self._engine, tables=tables)
+            present = set(inspect(store.engine).get_table_names())
+        except SQLAlchemyError as err:
+            store.close()
+            cause = str(getattr(err, "orig", err)).splitlines()[0][:300]
+            raise AuditStoreUnavailable(f"audit store {shown} is unreachable: {cause}") from None
+        if not present & {t.name for t in ALL_TABLES}:
+            store.close()
+            raise AuditStoreUnavailable(f"{shown} holds no TrainGuard audit tables; {hint}")
+        store.create_tables()  # tables a newer version added
+        return store
+
+    def create_tables(self) -> None:
+        """Create missing tables. Several units starting at once against an empty database would each
+        see a table missing and create it, and all but one fail (`Table ... already exists`): on
+        MySQL/MariaDB the creation runs under a named lock, one process after another; elsewhere
+        (SQLite) a loser retries and then finds the tables."""
+        tables = list(ALL_TABLES)
+        if self._engine.dialect.name in _MYSQL_NAMES:
+            with self._engine.connect() as conn:
+                lock = f"trainguard_schema_{conn.exec_driver_sql('SELECT DATABASE()').scalar()}"[:64]
+                got = conn.exec_driver_sql("SELECT GET_LOCK(%s, %s)", (lock, SCHEMA_LOCK_TIMEOUT_S)).scalar()
+                if got != 1:
+                    raise OperationalError(
+                        "GET_LOCK", (lock,), Exception(f"no schema lock within {SCHEMA_LOCK_TIMEOUT_S} s")
+                    )
+                try:
+                    SQLModel.metadata.create_all(conn, tables=tables)
+                    conn.commit()
+                finally:
+                    conn.exec_driver_sql("SELECT RELEASE_LOCK(%s)", (lock,))
+            return
+        for attempt in range(SCHEMA_ATTEMPTS):
+            try:
+                SQLModel.metadata.create_all(self._engine, tables=tables)
+                return
+            except OperationalError as err:
+                if "already exists" not in str(err) or attempt == SCHEMA_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     def close(self) -> None:
         self._engine.dispose()
@@ -685,3 +716,32 @@ __all__: Sequence[str] = (
     "InvalidCursor",
     "iter_all_events",
 )
+
+
+class AuditStoreUnavailable(RuntimeError):
+    """The audit store a command needs is missing or unreachable (the message says which and how)."""
+
+
+def _in_memory(database: str) -> bool:
+    return database in ("", ":memory:") or database.startswith("file::memory:")
+
+
+def _engine_for(url: str, *, create_dirs: bool) -> Engine:
+    parsed = make_url(url)
+    kwargs: dict[str, Any] = {}
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if _in_memory(database):
+            kwargs["poolclass"] = StaticPool
+        elif create_dirs:
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        # The API serves from a threadpool; the busy timeout lets two worker processes take turns.
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30.0}
+    elif parsed.get_backend_name() in _MYSQL_NAMES:
+        kwargs["pool_pre_ping"] = True
+        kwargs["pool_recycle"] = 1800
+        kwargs["connect_args"] = {"charset": "utf8mb4", "connect_timeout": 10}
+    engine = create_engine(url, **kwargs)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from trainguard import __version__
+from trainguard.audit.store import AuditStoreUnavailable
 from trainguard.settings import Settings, SettingsError, load_settings
 
 Handler = Callable[[argparse.Namespace], int]
@@ -44,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except SettingsError as err:
+        print(f"trainguard: {err}", file=sys.stderr)
+        return 2
+    except AuditStoreUnavailable as err:
         print(f"trainguard: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

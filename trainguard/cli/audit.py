@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
 def _store(args: argparse.Namespace) -> AuditStore:
     from trainguard.cli import settings_from
 
-    return AuditStore.from_url(settings_from(args).audit.url)
+    return AuditStore.open_existing(settings_from(args).audit.url)
 
 
 def _fmt_ts(ts: float) -> str:

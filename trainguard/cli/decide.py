@@ -22,7 +22,7 @@ def register(sub: Any) -> None:
 def _decide(args: argparse.Namespace) -> int:
     from trainguard.cli import settings_from
 
-    store = AuditStore.from_url(settings_from(args).audit.url)
+    store = AuditStore.open_existing(settings_from(args).audit.url)
     who = args.who if args.who is not None else getpass.getuser()
     try:
         decision = store.record_operator_decision(

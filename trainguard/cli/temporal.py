@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,9 @@ def _register(args: argparse.Namespace) -> int:
             "--namespace",
             t.namespace,
         ]
-        if t.api_key:
-            argv += ["--api-key", t.api_key]
+        env = dict(os.environ)
+        if t.api_key:  # through the environment: argv is visible to every user in `ps`
+            env["TEMPORAL_API_KEY"] = t.api_key.get_secret_value()
         if t.tls or t.tls_cert:
             argv.append("--tls")
             for flag, value in (
@@ -81,7 +83,7 @@ def _register(args: argparse.Namespace) -> int:
             ):
                 if value:
                     argv += [flag, value]
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
         already = "already" in (proc.stderr + proc.stdout).lower()
         ok = proc.returncode == 0 or already
         failed += not ok

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 from typing import Any
 
 from trainguard.cli import settings_from
+from trainguard.logconfig import configure_logging
 
 QUEUES = ("control", "cluster")
 
@@ -26,6 +26,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--no-cluster-watch", action="store_true", help="do not start the ClusterWatch workflow")
     p.add_argument("--metrics-port", type=int, default=0, help="serve TrainGuard's /metrics on this port")
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address for --metrics-port (0.0.0.0 in a container so Prometheus can scrape it)",
+    )
     p.set_defaults(handler=_run)
 
 
@@ -35,11 +40,11 @@ def _run(args: argparse.Namespace) -> int:
     if bad or not queues:
         raise SystemExit(f"trainguard worker: unknown queue(s) {bad}; choose from {', '.join(QUEUES)}")
     settings = settings_from(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.logging)
     if args.metrics_port:
-        from prometheus_client import start_http_server
+        from trainguard.telemetry import serve_metrics
 
-        start_http_server(args.metrics_port, addr="127.0.0.1")
+        serve_metrics(args.metrics_port, addr=args.metrics_host)
     from workers.worker import run_worker
 
     asyncio.run(run_worker(settings, queues, start_cluster_watch=not args.no_cluster_watch))

@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from string import Template
 
@@ -39,17 +40,25 @@ def _duration(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
-def render_config(scrape_targets: list[str], scrape_interval_s: float, template: Path = TEMPLATE) -> str:
+def render_config(
+    scrape_targets: list[str],
+    scrape_interval_s: float,
+    template: Path = TEMPLATE,
+    rule_files: Sequence[Path] = (),
+) -> str:
     for target in scrape_targets:
         host, sep, port = target.rpartition(":")
         if not sep or not host or not port.isdigit() or any(c in target for c in " \"'\n{}[]"):
             raise ValueError(f"scrape target must be host:port, got {target!r}")
-    return Template(template.read_text()).substitute(
+    config = Template(template.read_text()).substitute(
         scrape_interval=_duration(scrape_interval_s),
         # A scrape may not outlast its interval; stay just below it.
         scrape_timeout=_duration(scrape_interval_s * 0.9),
         targets=json.dumps(scrape_targets),  # a JSON list is a YAML flow sequence
     )
+    if rule_files:  # alerting rules, evaluated every scrape interval (no Alertmanager here)
+        config += "\nrule_files: " + json.dumps([str(Path(p).resolve()) for p in rule_files]) + "\n"
+    return config
 
 
 class LocalPrometheus:
@@ -60,11 +69,13 @@ class LocalPrometheus:
         port: int,
         scrape_targets: list[str],
         scrape_interval_s: float = 1.0,
+        rule_files: Sequence[Path] = (),
     ) -> None:
         self.base_dir = Path(base_dir)
         self.port = port
         self.scrape_targets = list(scrape_targets)
         self.scrape_interval_s = scrape_interval_s
+        self.rule_files = list(rule_files)
         self.config_file = self.base_dir / f"prometheus-{port}.yml"
         self.data_dir = self.base_dir / f"prometheus-{port}-data"
         self.pid_file = self.base_dir / f"prometheus-{port}.pid"
@@ -109,7 +120,9 @@ class LocalPrometheus:
             return self
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_file.write_text(render_config(self.scrape_targets, self.scrape_interval_s))
+        self.config_file.write_text(
+            render_config(self.scrape_targets, self.scrape_interval_s, rule_files=self.rule_files)
+        )
         with open(self.log_file, "ab") as out:
             self._proc = subprocess.Popen(
                 self.argv(),

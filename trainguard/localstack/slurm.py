@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import signal
 import socket
@@ -34,6 +35,10 @@ from trainguard.localstack.slurm_rootfs import (
 )
 
 TEMPLATE = REPO / "deploy" / "local" / "slurm.conf.in"
+# Per-version departures from slurm.conf.in. 24.11: the moment a node's slurmd dies, slurmctld also
+# marked the healthy nodes "not responding" (and requeued their jobs "due to failure of node X"),
+# answering again a few ms later; with SlurmdTimeout=5 that happened in most node-crash runs here.
+VERSION_SETTINGS: dict[str, dict[str, str]] = {"24.11": {"SlurmdTimeout": "10"}}
 # The unprivileged user slurmrestd runs as (it refuses root and SlurmUser); exists on every Debian.
 REST_USER = "nobody"
 
@@ -322,6 +327,8 @@ class LocalSlurmCluster:
             "cpus": str(self.cpus_per_node),
         }
         text = string.Template(self.template.read_text()).substitute(values)
+        for key, value in VERSION_SETTINGS.get(self.version, {}).items():
+            text = re.sub(rf"^{key}=.*$", f"{key}={value}", text, flags=re.MULTILINE)
         if self.jwt:
             # slurmrestd passes each request's JWT (X-SLURM-USER-TOKEN) on to slurmctld, which checks it.
             text += f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={self.jwt_key}\n"
@@ -504,8 +511,10 @@ class LocalSlurmCluster:
 
     # -- jobs ----------------------------------------------------------------------------------
 
-    def sbatch(self, argv_tail: list[str], env: Mapping[str, str] | None = None) -> str:
-        """Submit with `sbatch --parsable <argv_tail>`; returns the job id."""
+    def sbatch(
+        self, argv_tail: list[str], env: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> str:
+        """Submit with `sbatch --parsable <argv_tail>` (from `cwd`: SLURM_SUBMIT_DIR); returns the job id."""
         argv = [self._exe("sbatch"), "--parsable", *argv_tail]
         try:
             proc = subprocess.run(
@@ -517,6 +526,7 @@ class LocalSlurmCluster:
                 timeout=30,
                 check=False,
                 stdin=subprocess.DEVNULL,
+                cwd=cwd,
             )
         except (OSError, subprocess.TimeoutExpired) as err:
             raise LabError(f"sbatch could not run: {err}") from None

@@ -36,9 +36,11 @@ def make_http_client(settings: LogSettings, timeout_s: float = DEFAULT_TIMEOUT_S
     headers = tenant_headers(settings)
     auth: httpx.Auth | None = None
     if settings.bearer_token:
-        headers["Authorization"] = f"Bearer {settings.bearer_token}"
+        headers["Authorization"] = f"Bearer {settings.bearer_token.get_secret_value()}"
     elif settings.username is not None:
-        auth = httpx.BasicAuth(settings.username, settings.password or "")
+        auth = httpx.BasicAuth(
+            settings.username, settings.password.get_secret_value() if settings.password else ""
+        )
     return httpx.AsyncClient(
         base_url=settings.url.rstrip("/"),
         headers=headers,

@@ -11,9 +11,12 @@ from trainguard.signals.logs import NS, Window, check_logs
 from trainguard.signals.metrics import check_metrics
 from trainguard.signals.report import Report, Status
 from trainguard.slurm import commands, parsers
+from trainguard.slurm.access import SlurmAccess
+from trainguard.slurm.factory import make_slurm_access
 from trainguard.slurm.runner import CommandError, Runner
 
 SLURM_TIMEOUT_S = 20.0
+REST_HINT = "check cluster.slurmrestd (url, user, token or token_file) and that slurmrestd is running"
 FUTURE_WINDOW_S = 24 * 3600.0
 
 
@@ -68,6 +71,48 @@ async def _slurm_nodes(report: Report, runner: Runner) -> set[str] | None:
     return nodes
 
 
+async def _rest_job(report: Report, slurm: SlurmAccess, job_id: str) -> JobSnapshot | None:
+    try:
+        job = await slurm.job(job_id)
+    except (CommandError, ValueError) as err:
+        report.add("slurm.job", Status.FAIL, f"slurmrestd failed: {_why(err)}", REST_HINT)
+        return None
+    if job is None:
+        report.add(
+            "slurm.job",
+            Status.WARN,
+            f"job {job_id} not found through slurmrestd",
+            "use a running or recently finished job (MinJobAge) so paths and times are known",
+        )
+        return None
+    report.add(
+        "slurm.job", Status.PASS, f"job {job_id} is {job.state or 'known'} on {len(job.nodes)} node(s)"
+    )
+    return job
+
+
+async def _rest_nodes(report: Report, slurm: SlurmAccess) -> set[str] | None:
+    try:
+        nodes = {n.name for n in (await slurm.snapshot()).nodes}
+    except (CommandError, ValueError) as err:
+        report.add("slurm.nodes", Status.FAIL, f"slurmrestd failed: {_why(err)}", REST_HINT)
+        return None
+    report.add("slurm.nodes", Status.PASS, f"{len(nodes)} node(s) in Slurm (slurmrestd)")
+    return nodes
+
+
+async def _slurm_lookups(
+    report: Report, settings: Settings, runner: Runner, job_id: str
+) -> tuple[JobSnapshot | None, set[str] | None]:
+    if settings.cluster.access != "slurmrestd":
+        return await _slurm_job(report, runner, job_id), await _slurm_nodes(report, runner)
+    slurm = make_slurm_access(settings.cluster, runner)
+    try:
+        return await _rest_job(report, slurm, job_id), await _rest_nodes(report, slurm)
+    finally:
+        await slurm.close()
+
+
 async def run_checks(
     settings: Settings, runner: Runner, request: CheckRequest, now: float | None = None
 ) -> Report:
@@ -76,8 +121,7 @@ async def run_checks(
     job: JobSnapshot | None = None
     nodes: set[str] | None = None
     if request.use_slurm:
-        job = await _slurm_job(report, runner, request.job_id)
-        nodes = await _slurm_nodes(report, runner)
+        job, nodes = await _slurm_lookups(report, settings, runner, request.job_id)
     else:
         report.add("slurm.job", Status.SKIP, "--no-slurm")
         report.add("slurm.nodes", Status.SKIP, "--no-slurm")

@@ -1,8 +1,5 @@
-"""Slurm operations TrainGuard needs, each checking Slurm's actual state first (idempotent).
-
-A controller that restarts mid-recovery calls the same action again; the check-before-act here
-turns a repeat into `ActionResult(performed=False)` instead of a second requeue.
-Behaviour of Slurm 22.05 that these rules rely on is recorded in deploy/local/README.md.
+"""Slurm reached by its commands (squeue, sinfo, scontrol, scancel) through a Runner: on this host or on a
+login node over SSH. The rules of each step live in `trainguard.slurm.access.SlurmAccess`.
 """
 
 from __future__ import annotations
@@ -12,22 +9,35 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from trainguard.models import ActionResult, ActionStep, ClusterSnapshot, JobSnapshot, NodeSnapshot
+from trainguard.models import ClusterSnapshot, JobSnapshot, NodeSnapshot
 from trainguard.slurm import commands, incremental, offload
+from trainguard.slurm.access import (
+    ALREADY_PENDING_MARKERS,
+    NOT_PENDING_MARKERS,
+    UNKNOWN_JOB_MARKERS,
+    JobGoneError,
+    SlurmAccess,
+)
 from trainguard.slurm.errors import AmbiguousOutputError, SlurmReportedError
 from trainguard.slurm.formats import detect_format, parse_jobs, parse_nodes, uses_data_parser
 from trainguard.slurm.formats.sacct_text import accounting_configured, parse_sacct_job
 from trainguard.slurm.parsers import load_document, parse_scontrol_job, parse_scontrol_nodes
 from trainguard.slurm.runner import CommandError, CommandResult, Runner
-from trainguard.slurm.states import (
-    ACTIVE_STATES,
-    NEVER_REQUEUE_STATES,
-    PENDING,
-    REQUEUING_STATES,
-    TERMINAL_STATES,
-)
+from trainguard.slurm.states import ACTIVE_STATES, NEVER_REQUEUE_STATES
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "ACTIVE_STATES",
+    "ALREADY_PENDING_MARKERS",
+    "NEVER_REQUEUE_STATES",
+    "NOT_PENDING_MARKERS",
+    "UNKNOWN_JOB_MARKERS",
+    "JobGoneError",
+    "SlurmClient",
+    "is_transient",
+    "raise_for",
+]
 
 # stderr fragments meaning "slurmctld is (temporarily) unreachable", not "Slurm said no".
 TRANSIENT_MARKERS = (
@@ -41,20 +51,9 @@ TRANSIENT_MARKERS = (
     "Resource temporarily unavailable",
     "Insane message length",
 )
-UNKNOWN_JOB_MARKERS = ("Invalid job id specified",)
-NOT_PENDING_MARKERS = ("no longer pending execution", "Job is no longer pending")
-ALREADY_PENDING_MARKERS = ("Job is pending execution", "is pending execution")
 QUERY_TIMEOUT_S = 30.0
 DETAIL_CHUNK = 200  # job ids per `squeue -j` detail read (argv stays short)
 ACTION_TIMEOUT_S = 20.0
-
-
-class JobGoneError(CommandError):
-    """Slurm no longer knows the job (never existed, or purged after MinJobAge)."""
-
-    def __init__(self, job_id: str) -> None:
-        super().__init__(("scontrol", "show", "job", job_id), 1, "Invalid job id specified", retryable=False)
-        self.job_id = job_id
 
 
 def is_transient(stderr: str) -> bool:
@@ -67,10 +66,6 @@ def raise_for(result: CommandResult) -> CommandResult:
         text = result.stderr or result.stdout
         raise CommandError(result.argv, result.returncode, text, retryable=is_transient(text))
     return result
-
-
-def _contains(error: CommandError, markers: Sequence[str]) -> bool:
-    return any(marker in error.stderr for marker in markers)
 
 
 def mentions_trainguard(job: JobSnapshot) -> bool:
@@ -100,7 +95,9 @@ def _parse_nodes_text(text: str) -> list[NodeSnapshot]:
     return parse_nodes(load_document(text, "nodes --json"))
 
 
-class SlurmClient:
+class SlurmClient(SlurmAccess):
+    """`runner` also serves the job output files (FileLogSource) in the worker."""
+
     def __init__(
         self,
         runner: Runner,
@@ -246,12 +243,6 @@ class SlurmClient:
             return None
         return parse_sacct_job(await self._query(commands.sacct_job(job_id)), job_id)
 
-    async def _require_job(self, job_id: str) -> JobSnapshot:
-        job = await self.job(job_id)
-        if job is None:
-            raise JobGoneError(job_id)
-        return job
-
     async def node(self, name: str) -> NodeSnapshot | None:
         nodes = parse_scontrol_nodes(await self._query(commands.scontrol_show_nodes()))
         return next((n for n in nodes if n.name == commands.node_name(name)), None)
@@ -259,163 +250,28 @@ class SlurmClient:
     async def _act(self, argv: Sequence[str]) -> None:
         raise_for(await self.runner.run(argv, timeout=ACTION_TIMEOUT_S))
 
-    @staticmethod
-    def _done(step: ActionStep, performed: bool, detail: str, job: JobSnapshot | None = None) -> ActionResult:
-        """`job` is Slurm's record read after the step (or the one that made it unnecessary)."""
-        if job is None:
-            return ActionResult(step=step, performed=performed, detail=detail, confirmed_at=time.time())
-        return ActionResult(
-            step=step,
-            performed=performed,
-            detail=detail,
-            confirmed_at=time.time(),
-            job_state=job.state,
-            held=job.held,
-            restart_count=job.restart_count,
-        )
+    # -- one command per primitive ----------------------------------------------------------
 
-    async def _performed(self, step: ActionStep, detail: str, job_id: str) -> ActionResult:
-        return self._done(step, True, detail, await self.job(job_id))
+    async def _hold(self, job_id: str) -> None:
+        await self._act(commands.scontrol_hold(job_id))
 
-    # -- actions -------------------------------------------------------------------------------
+    async def _requeue_hold(self, job_id: str) -> None:
+        await self._act(commands.scontrol_requeuehold(job_id))
 
-    async def requeue_hold(self, job_id: str, *, expected_restarts: int) -> ActionResult:
-        """Requeue the attempt `expected_restarts` and keep it held; a no-op if already done.
-
-        A job whose restart count has moved past `expected_restarts` was already requeued (by us,
-        or by Slurm itself after a node failure): then it only needs holding, if still pending.
-        """
-        step = ActionStep.REQUEUE_HOLD
-        for _ in range(3):
-            job = await self._require_job(job_id)
-            if job.restart_count > expected_restarts:
-                # COMPLETING here is the requeued attempt still tearing down: it turns PENDING next.
-                if (job.state == PENDING or job.state in REQUEUING_STATES) and not job.held:
-                    try:
-                        await self._act(commands.scontrol_hold(job_id))
-                    except CommandError as err:
-                        if err.retryable:
-                            raise
-                        continue  # it started meanwhile: look again
-                    detail = f"already requeued (restarts={job.restart_count}); held it"
-                    return await self._performed(step, detail, job_id)
-                if job.held:
-                    return self._done(
-                        step,
-                        False,
-                        f"already requeued and held (restarts={job.restart_count}, {job.state})",
-                        job,
-                    )
-                return self._done(
-                    step,
-                    False,
-                    f"already requeued (restarts={job.restart_count}) and {job.state} again; not touched",
-                    job,
-                )
-            if job.state == PENDING:
-                if job.held:
-                    return self._done(step, False, "job is pending and already held", job)
-                await self._act(commands.scontrol_hold(job_id))
-                return await self._performed(step, "job was pending (not running); held it", job_id)
-            if job.state in NEVER_REQUEUE_STATES:
-                # Slurm would happily revive these (observed on 22.05); a finished or cancelled job
-                # is the user's decision, not a failure to recover from.
-                raise CommandError(
-                    commands.scontrol_requeuehold(job_id),
-                    None,
-                    f"refusing to requeue a {job.state} job",
-                    retryable=False,
-                )
-            if job.state in ACTIVE_STATES or job.state in TERMINAL_STATES:
-                try:
-                    await self._act(commands.scontrol_requeuehold(job_id))
-                except CommandError as err:
-                    if err.retryable or not _contains(err, ALREADY_PENDING_MARKERS):
-                        raise
-                    continue  # Slurm requeued it itself in between: re-evaluate
-                return await self._performed(step, f"requeued and held the {job.state} job", job_id)
-            raise CommandError(
-                commands.scontrol_requeuehold(job_id),
-                None,
-                f"cannot requeue a job in state {job.state}",
-                retryable=False,
-            )
-        raise CommandError(
-            commands.scontrol_requeuehold(job_id),
-            None,
-            "job state kept changing during requeue",
-            retryable=True,
-        )
-
-    async def set_excluded(self, job_id: str, nodes: Sequence[str]) -> ActionResult:
-        """Set ExcNodeList to exactly `nodes`. Slurm accepts this only while the job is pending."""
-        step = ActionStep.EXCLUDE
-        wanted = sorted({commands.node_name(n) for n in nodes})
-        job = await self._require_job(job_id)
-        if sorted(job.excluded_nodes) == wanted:
-            return self._done(
-                step, False, f"ExcNodeList already {commands.node_list(wanted) or '(empty)'}", job
-            )
-        try:
-            await self._act(commands.scontrol_set_excluded(job_id, wanted))
-        except CommandError as err:
-            if _contains(err, NOT_PENDING_MARKERS):
-                raise CommandError(
-                    err.argv,
-                    err.returncode,
-                    f"job {job_id} is {job.state}, not pending: Slurm changes ExcNodeList only while a job "
-                    f"is pending (requeue-hold it first). Slurm said: {err.stderr}",
-                    retryable=False,
-                ) from None
-            raise
-        after = await self._require_job(job_id)
-        if sorted(after.excluded_nodes) != wanted:
-            raise CommandError(
-                commands.scontrol_set_excluded(job_id, wanted),
-                0,
-                f"Slurm accepted ExcNodeList but reports {after.excluded_nodes}",
-                retryable=True,
-            )
-        return self._done(step, True, f"ExcNodeList={commands.node_list(wanted) or '(empty)'}", after)
-
-    async def release(self, job_id: str) -> ActionResult:
-        step = ActionStep.RELEASE
-        job = await self.job(job_id)
-        if job is None:
-            return self._done(step, False, "job is no longer known to Slurm")
-        if not job.held:
-            return self._done(step, False, f"job is not held ({job.state})", job)
+    async def _release(self, job_id: str) -> None:
         await self._act(commands.scontrol_release(job_id))
-        return await self._performed(step, f"released the {job.state} job", job_id)
 
-    async def cancel(self, job_id: str) -> ActionResult:
-        step = ActionStep.CANCEL
-        job = await self.job(job_id)
-        if job is None:
-            return self._done(step, False, "job is no longer known to Slurm")
-        if job.state in TERMINAL_STATES:
-            return self._done(step, False, f"job already finished ({job.state})", job)
+    async def _set_excluded(self, job_id: str, nodes: Sequence[str]) -> None:
+        await self._act(commands.scontrol_set_excluded(job_id, nodes))
+
+    async def _cancel(self, job_id: str) -> None:
         await self._act(commands.scancel(job_id))
-        return await self._performed(step, f"cancelled the {job.state} job", job_id)
 
-    async def drain(self, node: str, reason: str) -> ActionResult:
-        step = ActionStep.DRAIN
-        argv = commands.scontrol_drain(node, reason)  # validates before anything runs
-        current = await self.node(node)
-        if current is None:
-            raise CommandError(argv, None, f"unknown node {node!r}", retryable=False)
-        if "DRAIN" in current.flags:
-            return self._done(step, False, f"{node} already {current.state} ({current.reason})")
-        await self._act(argv)
-        return self._done(step, True, f"{node} set to drain")
+    async def _drain(self, node: str, reason: str) -> None:
+        await self._act(commands.scontrol_drain(node, reason))
 
-    async def resume_node(self, node: str) -> ActionResult:
-        step = ActionStep.RESUME
-        argv = commands.scontrol_resume(node)
-        current = await self.node(node)
-        if current is None:
-            raise CommandError(argv, None, f"unknown node {node!r}", retryable=False)
-        if "DRAIN" not in current.flags and current.state != "down":
-            return self._done(step, False, f"{node} is {current.state}; nothing to resume")
-        await self._act(argv)
-        return self._done(step, True, f"{node} resumed")
+    async def _resume(self, node: str) -> None:
+        await self._act(commands.scontrol_resume(node))
+
+    def _request(self, operation: str, target: str) -> tuple[str, ...]:
+        return ("scontrol", operation, target)

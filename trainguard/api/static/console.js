@@ -46,7 +46,7 @@ function showMessage(text, kind) {
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
 
 function askToken() {
-  const given = window.prompt("API token (settings.api.token):", token());
+  const given = window.prompt("Your API token (settings api.operators):", token());
   if (given !== null) sessionStorage.setItem(TOKEN_KEY, given.trim());
   return given !== null;
 }

@@ -1,0 +1,45 @@
+"""A short, bounded code for why advice says what it says, for metrics and alerts.
+
+The policy writes its reasons as sentences for people (decide.py, arrays.py); alerts need a label with
+few values. The codes are read from those sentences' fixed openings, which tests/unit/test_policy_reasons.py
+drives through the real policy so a reworded sentence fails a test instead of silencing an alert.
+"""
+
+from __future__ import annotations
+
+from trainguard.models import ActionKind, Actor, Advice
+
+# Recovery stopped because retrying cannot help (alert: TrainGuardRecoveryStopped).
+FUTILE = ("futile_same_failure", "futile_retry_budget", "futile_no_checkpoint", "futile_time_limit")
+STORM = "storm"
+ARRAY_SYSTEMIC = "array_systemic"
+STOPPED = (*FUTILE, STORM, ARRAY_SYSTEMIC)
+# A bound kept the job from being recovered; it waits for a person (alert: TrainGuardSafetyLimitReached).
+SAFETY_LIMITS = ("exclusion_limit", "capacity")
+
+_STOPS: tuple[tuple[str, str], ...] = (
+    ("Stop: restart storm", STORM),
+    ("Stop: the same failure", "futile_same_failure"),
+    ("Stop: retry budget spent", "futile_retry_budget"),
+    ("Stop: no new checkpoint", "futile_no_checkpoint"),
+    ("Stop: the job reached its time limit", "futile_time_limit"),
+    ("Stop recovering array", ARRAY_SYSTEMIC),
+)
+
+
+def advice_reason(advice: Advice) -> str:
+    """One of STOPPED, SAFETY_LIMITS, or a plain code: operator, recover, record, drain, other."""
+    if advice.actor == Actor.OPERATOR:
+        return "operator"
+    for opening, code in _STOPS:
+        if advice.reason.startswith(opening):
+            return code
+    if advice.action == ActionKind.WAIT:
+        return "exclusion_limit" if "max_excluded_nodes=" in advice.reason else "capacity"
+    if advice.drain_nodes:
+        return "drain"
+    if advice.action == ActionKind.REQUEUE:
+        return "recover"
+    if advice.action == ActionKind.NONE:
+        return "record"
+    return "other"
