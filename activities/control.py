@@ -14,6 +14,7 @@ from trainguard import contracts as c
 from trainguard import failpoints, telemetry
 from trainguard.attribution.rules import attribute
 from trainguard.audit.store import AuditStore
+from trainguard.detection.severity import job_is_running
 from trainguard.models import AuditEventIn, EventType, Verdict
 from trainguard.policy.reasons import advice_reason
 from trainguard.settings import AttributionSettings
@@ -31,6 +32,9 @@ class ControlActivities:
     @activity.defn(name=c.ATTRIBUTE)
     async def attribute(self, inp: c.AttributeInput) -> Verdict:
         verdict = attribute(inp.findings, inp.job)
+        if job_is_running(inp.job) and not verdict.fatal:
+            # Safety clause 2: no evidence shows the running job failing; no service may make it fatal.
+            return verdict
         if self.attribution.external_url:
             from trainguard.attribution.external import ExternalRequest, external_attribution
 

@@ -50,6 +50,7 @@ PEER_LOSS_PATTERNS = frozenset({"gloo_peer_lost", "nccl_remote_error"})
 # touch a running job (it is then recorded and watched), so a real crash is attributed with its log
 # evidence and Slurm's exit together.
 RUNNING_GRACE_S = 45.0
+MAX_CONTEXT = 20
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 
 
@@ -253,7 +254,12 @@ class JobWatcher:
                 settled = False
             if settled:
                 fatal = any(f.fatal for f in state.findings)
-                return result(ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER, job)
+                kind = ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER
+                if kind == ObservationKind.FAILURE and inp.context and job.state != RUNNING:
+                    # The job stopped: what was watched while it ran is part of the story.
+                    known = set(state.findings)
+                    state.findings[:0] = [f for f in inp.context if f not in known][:MAX_CONTEXT]
+                return result(kind, job)
             if state.settle_until is None:
                 if phase.awaiting_progress and new_progress and job.state == RUNNING:
                     return result(ObservationKind.PROGRESS, job)

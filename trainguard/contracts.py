@@ -79,6 +79,9 @@ class RecoveryCarry(Frozen):
     stdout_path: str = ""
     event_seq: int = 0
     last_job: JobSnapshot | None = None
+    # Evidence recorded and watched while the attempt kept running (safety clause 2): context for the
+    # attribution if the attempt later stops. Bounded; cleared when a new allocation starts.
+    watched: tuple[Finding, ...] = ()
 
 
 class JobRecoveryInput(Frozen):
@@ -126,6 +129,7 @@ class WatchInput(Frozen):
     poll_interval_s: float = 1.0
     settle_s: float = 1.0
     last_job: JobSnapshot | None = None
+    context: tuple[Finding, ...] = ()  # watched evidence of this attempt: reported again with a failure
 
 
 class WatchResult(Frozen):

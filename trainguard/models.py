@@ -366,6 +366,18 @@ class ModeChange(Frozen):
     actor: Actor = Actor.OPERATOR
     who: str = ""  # operator identity, free text (untrusted)
     reason: str = ""
+    role: str = ""  # the caller's role and how they authenticated, when the change came through the API
+    via: str = ""
+
+
+def mode_change_text(change: ModeChange, *, scope: str, target: str, effective: Mode) -> str:
+    """The one audit message of an operator's mode change (written by the workflow that applies it)."""
+    who = f"{change.who} ({change.role})" if change.role else (change.who or change.actor.value)
+    via = " via the API" if change.via else ""
+    return clip(
+        f"{who} set {scope} mode of {target} to {change.mode.value}{via}; effective {effective.value}. "
+        f"{change.reason}"
+    )
 
 
 class PauseRequest(Frozen):

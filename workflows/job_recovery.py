@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         WorkloadState,
         WorkloadStatus,
         clip,
+        mode_change_text,
     )
     from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
     from trainguard.slurm.states import ALLOCATED_STATES, COMPLETING, PENDING, RUNNING
@@ -49,6 +50,7 @@ ACTION_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=5), backoff_coefficient=2.0
 )
 WATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+WATCHED_LIMIT = 20  # watched findings kept per attempt (they travel in every watch input)
 TERMINAL = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE}
 # Slurm states that prove a new attempt got an allocation. Not COMPLETING: a requeued job's old
 # allocation is still tearing down under the new restart count.
@@ -154,6 +156,7 @@ class JobRecoveryWorkflow:
                 poll_interval_s=self.cfg.poll_interval_s,
                 settle_s=self.cfg.settle_s,
                 last_job=carry.last_job,
+                context=carry.watched,
             ),
             result_type=c.WatchResult,
             task_queue=self.cfg.cluster_queue,
@@ -205,6 +208,7 @@ class JobRecoveryWorkflow:
                 )
                 # The new attempt's rhythm starts now: startup and checkpoint loading are not a hang.
                 self._set_carry(
+                    watched=(),
                     progress=self.carry.progress.model_copy(update={"last_progress_at": None}),
                     phase=c.Phase(
                         attempt_restarts=job.restart_count,
@@ -295,6 +299,12 @@ class JobRecoveryWorkflow:
         if decision is None:
             return  # watchdog released the job unchanged; keep watching this attempt's cascades out
         verdict, advice = decision
+        if not verdict.fatal and job is not None and job.state == "RUNNING":
+            # Recorded and watched: keep the evidence for the attribution if this attempt stops later.
+            kept = (*self.carry.watched, *(f for f in findings if f.fatal and f not in self.carry.watched))
+            self._set_carry(watched=kept[-WATCHED_LIMIT:])
+        elif verdict.fatal and self.carry.watched:
+            self._set_carry(watched=())
         self._set_status(
             last_category=verdict.category.value,
             last_attribution=verdict.attribution.value,
@@ -454,7 +464,10 @@ class JobRecoveryWorkflow:
         attempt = self.carry.phase.attempt_restarts
         handled = self.carry.phase.model_copy(update={"failure_handled": True, "fault_at": first_signal})
         if not advice.execute:
-            self._set_carry(phase=handled)
+            # A verdict that is not fatal (recorded and watched) leaves the attempt watched: a real failure
+            # of the same attempt must still be seen.
+            watched = not advice.verdict.fatal and workflow.patched("keep-watching-after-record-only")
+            self._set_carry(phase=self.carry.phase if watched else handled)
             if held:  # a decision not to act releases our containment hold unchanged
                 await self._action(c.RELEASE_JOB, advice.advice_id, attempt)
             terminal = job is not None and job.state not in (RUNNING, PENDING, COMPLETING)
@@ -583,14 +596,15 @@ class JobRecoveryWorkflow:
     def _mode_changed(self, change: ModeChange, *, scope: str) -> None:
         # A cluster-wide change is one operator action with one operator row (the API's); each workload
         # records what it did to its own effective mode as the system.
+        data: dict[str, str | int | float | bool | None] = {"who": clip(change.who, 200), "scope": scope}
+        if change.role:
+            data.update(role=clip(change.role, 50), via=clip(change.via, 50), source="api")
         self._event(
             EventType.MODE_CHANGED,
             actor=change.actor if scope == "workload" else Actor.SYSTEM,
             mode=self.mode.value,
-            message=clip(
-                f"{scope} mode set to {change.mode.value}; effective {self.mode.value}. {change.reason}"
-            ),
-            data={"who": clip(change.who, 200), "scope": scope},
+            message=mode_change_text(change, scope=scope, target=self.inp.workload.key, effective=self.mode),
+            data=data,
         )
 
     def _state_for_job(self, job: JobSnapshot) -> WorkloadState:

@@ -396,3 +396,75 @@ async def test_a_stall_with_only_collective_timeouts_stays_a_hang() -> None:
     await job
     hang = [f for f in result.observation.findings if f.category == Category.HANG]
     assert hang and not any(f.cascade for f in hang)
+
+
+class Ticking:
+    """A clock that moves one second per reading: the grace period passes in a few dozen polls."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        self.t += 1.0
+        return self.t
+
+
+APP_ERROR = b"[rank1]: Traceback (most recent call last):\n[rank1]: KeyError: 'input_ids'\n"
+
+
+async def test_a_running_job_with_only_application_errors_is_given_time_to_stop() -> None:
+    """Safety clause 2: the error alone may not touch a RUNNING job, so the watcher waits for Slurm to say
+    the job stopped, and reports the log evidence together with the stop."""
+    world = World(job=running())
+    world.log += PROGRESS.format(i=1).encode() + APP_ERROR
+    clock = Ticking()
+    polls = 0
+    w = watcher(world, clock=clock)
+
+    def beat(*_: object) -> None:
+        nonlocal polls
+        polls += 1
+        if polls == 10:  # well inside the grace period, Slurm reports the job failed
+            world.job = running(state="FAILED", exit_code=1)
+
+    result = await w.watch(inp(slice_s=1000.0), beat)
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE and obs.job is not None and obs.job.state == "FAILED"
+    assert any(
+        f.category == Category.PYTHON_EXCEPTION and f.line.endswith("'input_ids'") for f in obs.findings
+    )
+
+
+async def test_after_the_grace_a_still_running_job_is_reported_for_the_record() -> None:
+    from activities.watch import RUNNING_GRACE_S
+
+    world = World(job=running())
+    world.log += PROGRESS.format(i=1).encode() + APP_ERROR
+    clock = Ticking()
+    result = await watcher(world, clock=clock).watch(inp(slice_s=1000.0), lambda *a: None)
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE and obs.job is not None and obs.job.state == "RUNNING"
+    assert obs.first_signal_at is not None and obs.observed_at - obs.first_signal_at >= RUNNING_GRACE_S
+
+
+async def test_hardware_grade_evidence_on_its_own_node_is_reported_at_once() -> None:
+    world = World(job=running())
+    world.log += b"node2: NVRM: Xid (PCI:0000:3b:00): 79, pid=7, GPU has fallen off the bus.\n"
+    clock = Ticking()
+    result = await watcher(world, clock=clock).watch(inp(slice_s=1000.0), lambda *a: None)
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE and obs.observed_at - (obs.first_signal_at or 0) < 10
+
+
+async def test_watched_evidence_comes_back_when_the_job_stops() -> None:
+    earlier = Finding(
+        source=FindingSource.LOG,
+        pattern_id="ib_completion_error",
+        category=Category.INTERCONNECT,
+        attribution=Attribution.INFRASTRUCTURE,
+        line="NCCL WARN NET/IB : Got completion from peer node2 with error 12",
+    )
+    world = World(job=running(state="FAILED", exit_code=1))
+    result = await watcher(world).watch(inp(context=(earlier,)), lambda *a: None)
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE and earlier in obs.findings

@@ -243,7 +243,7 @@ def test_workload_mode_switch_goes_to_workflow_and_audit(
         (
             "set_mode",
             observed.workflow_id,
-            ModeChange(mode=Mode.ACTION, who="api-token", reason="trusted now"),
+            ModeChange(mode=Mode.ACTION, who="api-token", reason="trusted now", role="admin", via="token"),
         )
     ]
     status = store.get_workload(observed.key)

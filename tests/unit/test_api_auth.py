@@ -125,7 +125,7 @@ def test_the_audit_names_the_credential_never_the_body(
     assert (
         "set_mode",
         observed.workflow_id,
-        ModeChange(mode=Mode.ACTION, who="otto", reason="canary"),
+        ModeChange(mode=Mode.ACTION, who="otto", reason="canary", role="operator", via="token"),
     ) in fake.calls
     client.put(path_of(recovered) + "/paused", json={"paused": True}, headers=auth("ada"))
     assert fake.calls[-1] == ("set_paused", recovered.workflow_id, PauseRequest(paused=True, who="ada"))

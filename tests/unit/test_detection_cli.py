@@ -25,7 +25,8 @@ def test_classify_prints_one_object_per_input_in_order(
     assert [r["category"] for r in rows[:3]] == ["cuda_oom", "preemption_or_timelimit", "healthy"]
     assert [r["fatal"] for r in rows[:3]] == [True, True, False]
     for r in rows:
-        assert {"fatal", "category", "attribution", "nodes", "evidence"} <= r.keys()
+        assert {"fatal", "category", "attribution", "nodes", "evidence", "confidence"} <= r.keys()
+        assert 0.0 <= r["confidence"] <= 1.0
     assert "error" in rows[3]
 
 

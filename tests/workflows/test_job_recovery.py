@@ -5,13 +5,25 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from temporalio import activity
 from temporalio.client import WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from tests.workflows.fakes import APP, XID, FakeActivities, job, obs
 from trainguard import contracts as c
-from trainguard.models import EventType, Mode, ModeChange, ObservationKind, OptIn, WorkloadId, WorkloadState
+from trainguard.attribution.rules import attribute as rule_attribute
+from trainguard.models import (
+    ActionKind,
+    EventType,
+    Mode,
+    ModeChange,
+    ObservationKind,
+    OptIn,
+    Verdict,
+    WorkloadId,
+    WorkloadState,
+)
 from trainguard.policy import PolicyConfig
 from workflows.job_recovery import JobRecoveryWorkflow
 
@@ -221,3 +233,38 @@ async def test_an_attempt_that_fails_before_we_see_it_running_is_still_handled(
     assert fakes.events.count(EventType.ALLOCATION_RESTARTED) == 1
     assert fakes.watch_inputs[2].phase.failure_handled is False
     assert fakes.events.count(EventType.DETECTION) == 2
+
+
+class RuleAttribution(FakeActivities):
+    """The scripted activities, but attribution by the real rules (they know the job's Slurm state)."""
+
+    @activity.defn(name=c.ATTRIBUTE)
+    async def attribute(self, inp: c.AttributeInput) -> Verdict:
+        self.calls.append("attribute")
+        return rule_attribute(inp.findings, inp.job)
+
+
+async def test_evidence_on_a_running_job_is_recorded_watched_and_kept_for_a_later_stop(
+    env: WorkflowEnvironment,
+) -> None:
+    """Safety clause 2: an application error while Slurm says RUNNING is recorded and watched (no scheduler
+    action, the attempt stays watched); when the attempt then stops, the watch gets that evidence back."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = RuleAttribution(
+        script=[
+            obs(K.FAILURE, job("RUNNING"), APP),
+            obs(K.FAILURE, job("FAILED"), XID),
+            obs(K.STATE_CHANGE, job("RUNNING", restarts=1, nodes=("node1", "node3"))),
+            obs(K.COMPLETED, job("COMPLETED", restarts=1)),
+        ]
+    )
+    status, _ = await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert status.state == WorkloadState.COMPLETED  # type: ignore[attr-defined]
+    first, second = fakes.advice[0].advice, fakes.advice[1].advice
+    assert first.action == ActionKind.NONE and not first.verdict.fatal
+    assert second.action == ActionKind.REQUEUE and second.exclude_nodes == ("node2",)
+    assert fakes.scheduler_calls == ["requeue_hold", "exclude", "release"]
+    # the second watch still collected failures, and carried the watched evidence as context
+    assert not fakes.watch_inputs[1].phase.failure_handled
+    assert APP in fakes.watch_inputs[1].context
+    assert fakes.watch_inputs[2].context == ()  # a fatal verdict consumed it

@@ -57,8 +57,8 @@ class WorkloadDetail(BaseModel):
     recent_advice: list[AdviceRecord] = Field(default_factory=list)
 
 
-# No `who` in any body: the audit names the caller from their credential (trainguard.api.deps).
 # Request fields are strict: `{"paused": "yes"}` or `{"paused": 1}` is a client bug, not a true (422).
+# No `who` in any body: the audit names the caller from their credential (trainguard.api.deps).
 class ModeChangeBody(Body):
     mode: Mode
     reason: StrictStr = Field(default="", max_length=MAX_TEXT)

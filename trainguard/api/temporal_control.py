@@ -12,7 +12,16 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
 from trainguard.audit import AuditStore
-from trainguard.models import AuditEventIn, EventType, Mode, ModeChange, PauseRequest, WorkloadStatus, clip
+from trainguard.models import (
+    AuditEventIn,
+    EventType,
+    Mode,
+    ModeChange,
+    PauseRequest,
+    WorkloadStatus,
+    clip,
+    mode_change_text,
+)
 from trainguard.settings import TemporalSettings
 
 SET_MODE_UPDATE = "set_mode"
@@ -164,8 +173,14 @@ class StoreTemporalControl:
                 actor=change.actor,
                 ts=time.time(),
                 mode=change.mode.value,
-                message=clip(f"workload mode set to {change.mode.value}. {change.reason}"),
-                data={"who": clip(change.who, 200), "scope": "workload"},
+                message=mode_change_text(
+                    change, scope="workload", target=current.workload_key, effective=change.mode
+                ),
+                data={
+                    "who": clip(change.who, 200),
+                    "scope": "workload",
+                    **({"role": change.role, "via": change.via, "source": "api"} if change.role else {}),
+                },
             )
         )
         return current.model_copy(

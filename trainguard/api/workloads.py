@@ -166,25 +166,30 @@ def get_workload(
     )
 
 
-def _cluster_mode_event(*, cluster: str, change: ModeChange, caller: Principal) -> AuditEventIn:
-    """The one operator row of a cluster mode change, naming the caller from their credential; each
-    workload records its new effective mode as a system row (a consequence, not a second action)."""
+def _mode_event(
+    *, scope: str, cluster: str, change: ModeChange, workload: WorkloadStatus | None, caller: Principal
+) -> AuditEventIn:
+    target = workload.workload_key if workload else f"cluster {cluster}"
     return AuditEventIn(
         event_id=f"api-mode:{uuid.uuid4().hex}",
         event_type=EventType.MODE_CHANGED,
+        workload_key=workload.workload_key if workload else "",
         cluster=cluster,
+        job_id=workload.job_id if workload else "",
+        submit_time=workload.submit_time if workload else 0,
+        attempt=workload.attempts if workload else 0,
         actor=Actor.OPERATOR,
         ts=time.time(),
         mode=change.mode.value,
         message=clip(
-            f"{caller.name} ({caller.role.value}) set cluster mode of {cluster} to {change.mode.value} "
+            f"{caller.name} ({caller.role.value}) set {scope} mode of {target} to {change.mode.value} "
             f"via the API. {change.reason}"
         ),
         data={
             "who": caller.name,
             "role": caller.role.value,
             "via": caller.via,
-            "scope": "cluster",
+            "scope": scope,
             "source": "api",
         },
     )
@@ -207,7 +212,14 @@ async def set_workload_mode(
     ctx = context(request)
     key = WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).key
     workload = await run_in_threadpool(_workload_or_404, ctx.store, key)
-    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=caller.name, reason=body.reason)
+    change = ModeChange(
+        mode=body.mode,
+        actor=Actor.OPERATOR,
+        who=caller.name,
+        reason=body.reason,
+        role=caller.role.value,
+        via=caller.via,
+    )
     workflow_id = (
         workload.workflow_id
         or WorkloadId(cluster=cluster, job_id=job_id, submit_time=submit_time).workflow_id
@@ -259,9 +271,17 @@ async def set_cluster_mode(
 ) -> ClusterModeResult:
     """Switch a whole cluster's mode (role admin); the audit names the caller."""
     ctx = context(request)
-    change = ModeChange(mode=body.mode, actor=Actor.OPERATOR, who=caller.name, reason=body.reason)
+    change = ModeChange(
+        mode=body.mode,
+        actor=Actor.OPERATOR,
+        who=caller.name,
+        reason=body.reason,
+        role=caller.role.value,
+        via=caller.via,
+    )
     await ctx.temporal.set_cluster_mode(cluster, change)
     await run_in_threadpool(
-        ctx.store.record, _cluster_mode_event(cluster=cluster, change=change, caller=caller)
+        ctx.store.record,
+        _mode_event(scope="cluster", cluster=cluster, change=change, workload=None, caller=caller),
     )
     return ClusterModeResult(cluster=cluster, mode=body.mode)

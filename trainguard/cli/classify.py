@@ -34,6 +34,7 @@ def _handle(args: argparse.Namespace) -> int:
                 "attribution": "none",
                 "nodes": [],
                 "evidence": [],
+                "confidence": 0.0,
             }
             print(json.dumps({"input": name, **unreadable, "error": err.strerror or str(err)}), flush=True)
             status = 1

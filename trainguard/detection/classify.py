@@ -24,6 +24,12 @@ STATIC_TAIL_LINES = 2000
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
 _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)")
 _CTIME = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4})")
+# Error-looking text that no signature explained: a "healthy" verdict over it is a weaker claim.
+_ERRORISH = re.compile(
+    r"Traceback \(most recent call last\)|\b(ERROR|Error|error|FATAL|Fatal|fatal|failed|FAILED|Killed|"
+    r"[Aa]bort(ed|ing)?|[Ee]xception)\b"
+)
+UNEXPLAINED_HEALTHY_CONFIDENCE = 0.5
 _FINISHED = re.compile(
     r"[Tt]raining (is )?(completed|finished|done)|[Ff]inished training|exiting program at iteration|"
     r"\bTRAINING DONE\b|[Tt]raining completed"
@@ -115,6 +121,9 @@ def classify_bytes(
     verdict = attribute(findings)
     category = verdict.category
     fatal = verdict.fatal
+    confidence = verdict.confidence
+    if not verdict.fatal and _ERRORISH.search(data[-4 * 1024 * 1024 :].decode("utf-8", errors="replace")):
+        confidence = min(confidence, UNEXPLAINED_HEALTHY_CONFIDENCE)
     if category == Category.STRAGGLER:
         # A slowdown is worth a note, not a failure; the public summary has no straggler class.
         category, fatal = Category.HEALTHY, False
@@ -124,7 +133,7 @@ def classify_bytes(
         attribution=verdict.attribution.value if fatal else Attribution.NONE.value,
         nodes=list(verdict.nodes) if fatal else [],
         evidence=list(verdict.evidence),
-        confidence=verdict.confidence,
+        confidence=confidence,
         pattern_ids=list(verdict.pattern_ids),
         summary=verdict.summary,
     )

@@ -11,6 +11,12 @@ from trainguard.detection.normalize import Normalized, normalize
 _NCCL_PREFIX = re.compile(
     r"^(?:\S{0,24}?:\s*)?(?P<host>[A-Za-z][A-Za-z0-9_.-]*):(?P<pid>\d+):(?P<tid>\d+) \[\d+\]"
 )
+# NCCL's prefix after other stamps (Ray's `(pid=1)`, a logger's timestamp): anywhere after a space.
+_NCCL_INLINE = re.compile(r"(?:^|[\s\]])(?P<host>[A-Za-z][A-Za-z0-9_.-]*):(?P<pid>\d+):(?P<tid>\d+) \[\d+\] ")
+# UCX and Open MPI: `[host:pid:thread:tid]`, `[host:pid :0]`.
+_UCX = re.compile(r"\[(?P<host>[A-Za-z][A-Za-z0-9_.-]*):\d+ ?:\d+(?::\d+)?\]")
+# srun's per-task verdicts name the node: `srun: error: node7: task 3: Segmentation fault`.
+_SRUN_TASK = re.compile(r"srun: error: (?P<host>[A-Za-z][A-Za-z0-9_.-]*): tasks? [0-9,-]+: ")
 _RANK = re.compile(
     r"\[(?:PG \d+ )?[Rr]ank ?(?P<rank>\d+)\]|\bon rank:? (?P<rank2>\d+)|\[rank(?P<rank3>\d+)\]:"
 )
@@ -47,7 +53,7 @@ def locate(line: str, norm: Normalized | None = None) -> Location:
     if norm.host and valid_node_name(norm.host):
         nodes.append(norm.host)
     text = norm.text
-    m = _NCCL_PREFIX.search(text)
+    m = _NCCL_PREFIX.search(text) or _NCCL_INLINE.search(text) or _UCX.search(text) or _SRUN_TASK.search(text)
     if m is None and not nodes:
         # A host prefix the normaliser did not trust (no digit or hyphen) still counts before a kernel tag.
         m = _SYSLOG_HOST.search(line) or _HOST_PREFIX.search(line)

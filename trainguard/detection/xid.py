@@ -13,6 +13,7 @@ GPU, reboot the machine, ignore, ...). TrainGuard turns a bucket into a finding 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -57,10 +58,13 @@ CLASSES: dict[str, XidClass] = {
     "application": XidClass(
         "application", Category.CUDA_ILLEGAL_ACCESS, Attribution.APPLICATION, True, False, 2
     ),
-    "contained": XidClass("contained", Category.GPU_HARDWARE, Attribution.SYSTEM_SOFTWARE, True, False, 2),
+    # A contained memory error is the GPU's (hardware), but specific, not a platform verdict: it does not
+    # touch a running job by itself, and the GPU stays usable after the application restarts.
+    "contained": XidClass("contained", Category.GPU_HARDWARE, Attribution.HARDWARE, True, False, 2),
     "cascade": XidClass("cascade", Category.GPU_HARDWARE, Attribution.HARDWARE, True, True, 3),
     "informational": XidClass("informational", Category.GPU_HARDWARE, Attribution.HARDWARE, False, False, 1),
 }
+_NONFATAL = re.compile(r"\b(Nonfatal|NonFatal|Non-fatal|NONFATAL)\b")
 UNKNOWN_CODE_CLASS = "hardware"  # a code newer than this table: treat as NVIDIA's usual RESET_GPU
 
 
@@ -96,6 +100,9 @@ def classify_xid(code: int, line: str = "") -> XidCode:
     entry = xid_table().get(code)
     if entry is None:
         entry = XidCode(code, "UNKNOWN", "UNKNOWN", CLASSES[UNKNOWN_CODE_CLASS])
+    if entry.bucket == "WORKFLOW_NVLINK5_ERR" and _NONFATAL.search(line):
+        # NVLink5 Xids (144-150) state their own severity; NVIDIA's workflow acts on the fatal ones.
+        return XidCode(entry.code, entry.mnemonic, entry.bucket, CLASSES["informational"])
     if "previous Xid" in line or "previous XID" in line:
         entry = XidCode(entry.code, entry.mnemonic, entry.bucket, CLASSES["cascade"])
     return entry
