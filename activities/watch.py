@@ -18,12 +18,14 @@ from temporalio import activity
 
 from activities.snapshot_cache import SnapshotCache
 from trainguard import contracts as c
+from trainguard.checkpoint_dir import allowed_dir, newest_checkpoint
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
-from trainguard.detection.severity import shows_running_job_failing
+from trainguard.detection.severity import job_is_running, shows_running_job_failing
 from trainguard.identity import matches_workload
 from trainguard.logsources.base import LogSource
+from trainguard.logsources.nodelogs import NodeLogFollower, NodeSourceFactory
 from trainguard.models import (
     Category,
     Finding,
@@ -35,6 +37,7 @@ from trainguard.models import (
     ObservationKind,
     ProgressState,
 )
+from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.runner import CommandError
 from trainguard.slurm.states import CANCELLED, COMPLETED, NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
@@ -42,12 +45,48 @@ from trainguard.slurm.states import CANCELLED, COMPLETED, NODE_UNUSABLE_WORDS, R
 log = logging.getLogger(__name__)
 
 FINISHED = TERMINAL_STATES
-# A crashing job usually leaves RUNNING within seconds of its first error line; wait this long for Slurm
-# to say so before reporting evidence that alone may not touch a running job (it is then recorded and
-# watched), so a real crash is attributed with its log evidence and Slurm's exit together.
+# Signatures that only say a peer went away; alone they wait for Slurm's verdict on the nodes.
+PEER_LOSS_PATTERNS = frozenset({"gloo_peer_lost", "nccl_remote_error"})
+# A crashing job usually leaves RUNNING within seconds of its first error line; wait this long (the
+# default of watch.slurm_verdict_wait_s) for Slurm to say so before reporting evidence that alone may not
+# touch a running job (it is then recorded and watched), so a real crash is attributed with its log
+# evidence and Slurm's exit together.
 RUNNING_GRACE_S = 45.0
 MAX_CONTEXT = 20
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
+
+
+@dataclass(frozen=True)
+class CheckpointLocator:
+    """Where a job's checkpoints are: its opt-in "checkpoint_dir", else the cluster's pattern. Only
+    directories under the job's work dir (at least two levels deep) or under `roots` are read."""
+
+    pattern: str = ""
+    roots: tuple[str, ...] = ()
+    interval_s: float = 60.0
+
+    def directory(self, job: JobSnapshot) -> str | None:
+        wanted: str | None = None
+        try:
+            opt_in = parse_opt_in(job.comment)
+        except MalformedComment:
+            opt_in = None
+        if opt_in is not None and opt_in.checkpoint_dir:
+            wanted = opt_in.checkpoint_dir
+        elif self.pattern:
+            try:
+                wanted = self.pattern.format_map(
+                    {"job_id": job.array_job_id or job.job_id, "user": job.user, "work_dir": job.work_dir}
+                )
+            except (KeyError, IndexError, ValueError):
+                return None
+        if not wanted:
+            return None
+        roots = list(self.roots)
+        if job.work_dir and len([p for p in job.work_dir.split("/") if p]) >= 2:
+            roots.append(job.work_dir)
+        path = allowed_dir(wanted, tuple(roots))
+        return str(path) if path is not None else None
 GpuProbe = Callable[[Sequence[str]], Awaitable[list[Finding]]]
 
 
@@ -73,8 +112,14 @@ class JobWatcher:
         gpu_probe: GpuProbe | None = None,
         gpu_interval_s: float = 15.0,
         progress_config: ProgressConfig | None = None,
+        slurm_verdict_wait_s: float = RUNNING_GRACE_S,
+        checkpoints: CheckpointLocator | None = None,
+        node_sources: NodeSourceFactory | None = None,
     ) -> None:
+        self.checkpoints = checkpoints
+        self.node_sources = node_sources
         self.progress_config = progress_config
+        self.slurm_verdict_wait_s = slurm_verdict_wait_s
         self.client = client
         self.cache = cache
         self.sources = sources
@@ -115,6 +160,8 @@ class JobWatcher:
         deadline = self.clock() + inp.slice_s
         phase = inp.phase
         last_gpu_probe = 0.0
+        last_checkpoint_scan = float("-inf")
+        node_logs: dict[str, NodeLogFollower] = {}
         heartbeat_every = _heartbeat_interval()
         last_heartbeat = float("-inf")
         heartbeated_findings = 0
@@ -147,7 +194,7 @@ class JobWatcher:
                 stdout_path = (full.stdout_path if full else "") or job.stdout_path
             if analyzer is None:
                 analyzer = LogAnalyzer(
-                    progress, config=self.progress_config, node_of_rank=_rank_to_node(job.nodes)
+                    progress, config=self.progress_config, node_of_rank=_rank_to_node(job)
                 )
             progress_before = analyzer.progress_lines
             if stdout_path:
@@ -161,8 +208,23 @@ class JobWatcher:
                     found = [f for f in found if not _slurm_verdict_text(f)]
                     if not phase.failure_handled:
                         self._collect(state, found, now, inp.settle_s)
+            if self.node_sources is not None and not phase.failure_handled and job.state == RUNNING:
+                found_on_nodes = await self._poll_node_logs(job, node_logs, now)
+                self._collect(state, found_on_nodes, now, inp.settle_s)
             if not phase.failure_handled and job.state == RUNNING:
                 hang = analyzer.check_hang(now)
+                # Only a cause the log names (an initiating error, a lost peer) explains the stall;
+                # collective timeouts (gloo's, NCCL's watchdog) are the stall seen from the waiting ranks.
+                logged = any(
+                    f.fatal
+                    and f.source == FindingSource.LOG
+                    and (not f.cascade or f.pattern_id in PEER_LOSS_PATTERNS)
+                    for f in state.findings
+                )
+                if hang is not None and logged:
+                    # The log already says why training stopped (a rank's error, a lost peer): the stall
+                    # is its consequence. It still shows the job failing, but it decides nothing.
+                    hang = hang.model_copy(update={"cascade": True})
                 if hang is not None:
                     self._collect(state, [hang], now, 0.0)
             if not phase.failure_handled:
@@ -179,6 +241,12 @@ class JobWatcher:
                 gpu = await self.gpu_probe(job.nodes)
                 self._collect(state, [f for f in gpu if f.fatal], now, inp.settle_s)
 
+            settling = state.settle_until is not None
+            if self.checkpoints is not None and (
+                settling or now - last_checkpoint_scan >= self.checkpoints.interval_s
+            ):
+                last_checkpoint_scan = now
+                await self._scan_checkpoints(job, analyzer)
             new_progress = analyzer.progress_lines > progress_before
             if job.state == CANCELLED:
                 # A user's or an administrator's decision, read from Slurm's own state: it ends the
@@ -189,11 +257,10 @@ class JobWatcher:
                 # The job succeeded: error lines in its log (an earlier attempt's) do not make it fail.
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)
-            if (
-                state.settle_until is not None
-                and (now >= state.settle_until or job.state in FINISHED)
-                and not _await_exit(state, job, now)
-            ):
+            settled = state.settle_until is not None and (now >= state.settle_until or job.state in FINISHED)
+            if settled and self._awaiting_slurm(state, job, now):
+                settled = False
+            if settled:
                 fatal = any(f.fatal for f in state.findings)
                 kind = ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER
                 if kind == ObservationKind.FAILURE and inp.context and job.state != RUNNING:
@@ -239,6 +306,60 @@ class JobWatcher:
             who = ""
         return job.model_copy(update={"cancelled_by": who}) if who else job
 
+    async def _poll_node_logs(
+        self, job: JobSnapshot, followers: dict[str, NodeLogFollower], now: float
+    ) -> list[Finding]:
+        """Hardware evidence from the kernel logs of the nodes the job runs on now (a node log is
+        followed from when this watch first saw the job on it)."""
+        assert self.node_sources is not None
+        out: list[Finding] = []
+        for node in job.nodes:
+            follower = followers.get(node)
+            if follower is None:
+                try:
+                    follower = NodeLogFollower.create(node, self.node_sources(node))
+                except ValueError as err:
+                    log.warning("no node log for %r: %s", node[:80], err)
+                    continue
+                followers[node] = follower
+            try:
+                out.extend(await follower.poll(now, self.max_read_bytes))
+            except OSError as err:  # an unreadable node log is no evidence, not a failed watch
+                log.info("node log of %s unreadable: %s", node, err)
+        return out
+
+    async def _scan_checkpoints(self, job: JobSnapshot, analyzer: LogAnalyzer) -> None:
+        assert self.checkpoints is not None
+        directory = self.checkpoints.directory(job)
+        if directory is None:
+            return
+        try:
+            info = await asyncio.to_thread(newest_checkpoint, directory)
+        except OSError as err:  # an unreadable directory is no checkpoint, not a failed watch
+            log.info("checkpoint dir of job %s unreadable: %s", job.job_id, err)
+            return
+        if info is not None:
+            analyzer.credit_checkpoint(info.iteration)
+
+    def _awaiting_slurm(self, state: _Progress, job: JobSnapshot, now: float) -> bool:
+        """Whether to hold a decision for Slurm's verdict, bounded by slurm_verdict_wait_s from the first
+        signal. Two cases: the job is still RUNNING and no finding shows it failing (srun reports a
+        killed rank a moment before it tears the step down; a running job is only touched on evidence
+        that it fails), or every fatal finding is a cascade and one says a peer was lost (the peer's
+        node may have died, which only Slurm can tell). Slurm ending the job, or marking one of its
+        nodes down, arrives as a scheduler finding and ends the wait."""
+        fatal = [f for f in state.findings if f.fatal]
+        if not fatal or any(f.category.value == "straggler" for f in state.findings):
+            return False
+        started = state.first_signal_at if state.first_signal_at is not None else now
+        if now >= started + self.slurm_verdict_wait_s:
+            return False
+        # A lost peer stops everyone's progress too: the hang it causes does not decide either.
+        deciding = [f for f in fatal if not f.cascade and f.source != FindingSource.PROGRESS]
+        if not deciding and any(f.pattern_id in PEER_LOSS_PATTERNS for f in fatal):
+            return True
+        return job_is_running(job) and not any(shows_running_job_failing(f, job) for f in fatal)
+
     @staticmethod
     def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:
         relevant = [f for f in found if f.fatal or f.category.value == "straggler"]
@@ -260,15 +381,6 @@ def _slurm_verdict_text(finding: Finding) -> bool:
     return finding.source == FindingSource.LOG and finding.category == Category.PREEMPTION_OR_TIMELIMIT
 
 
-def _await_exit(state: _Progress, job: JobSnapshot, now: float) -> bool:
-    """Keep watching a RUNNING job whose evidence does not show it failing, for a grace period."""
-    if job.state != RUNNING or state.first_signal_at is None:
-        return False
-    if any(f.category.value == "straggler" or shows_running_job_failing(f, job) for f in state.findings):
-        return False
-    return now < state.first_signal_at + RUNNING_GRACE_S
-
-
 UNUSABLE = NODE_UNUSABLE_WORDS
 
 
@@ -280,11 +392,29 @@ def _usable_nodes(nodes: dict[str, NodeSnapshot]) -> tuple[str, ...]:
     return tuple(sorted(name for name, node in nodes.items() if usable(node)))
 
 
-def _rank_to_node(nodes: tuple[str, ...]) -> Callable[[int], str | None]:
-    """One task per node (srun's default block layout for our jobs): rank r runs on the r-th node."""
+def _rank_to_node(job: JobSnapshot) -> Callable[[int], str | None]:
+    """Slurm's default block distribution of the allocation's tasks (srun, one task per rank): the first
+    node runs ranks 0..k-1, the next k.., where k is the tasks on that node (Slurm gives the first nodes
+    one more when the count does not divide). With the task count unknown, one task per node.
+    torchrun numbers its workers itself, so under torchrun this is a guess; lines that name their node
+    (srun's errors, NCCL's host prefixes) come first in the analyzer."""
+    nodes = job.nodes
+    tasks = job.num_tasks if job.num_tasks >= len(nodes) else len(nodes)
+    bounds: list[int] = []
+    if nodes:
+        base, extra = divmod(tasks, len(nodes))
+        total = 0
+        for i in range(len(nodes)):
+            total += base + (1 if i < extra else 0)
+            bounds.append(total)
 
     def lookup(rank: int) -> str | None:
-        return nodes[rank] if 0 <= rank < len(nodes) else None
+        if rank < 0:
+            return None
+        for node, end in zip(nodes, bounds, strict=True):
+            if rank < end:
+                return node
+        return None
 
     return lookup
 

@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -36,7 +37,14 @@ from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.temporal import LocalTemporal
 from trainguard.models import AuditEventIn, EventType, Mode
-from trainguard.settings import AuditSettings, ClusterSettings, Settings, TemporalSettings, WatchSettings
+from trainguard.settings import (
+    AuditSettings,
+    ClusterSettings,
+    LogSettings,
+    Settings,
+    TemporalSettings,
+    WatchSettings,
+)
 from trainguard.slurm.hostlist import expand_hostlist
 from workers.worker import Runtime, build_workers, connect, ensure_cluster_watch
 
@@ -47,6 +55,10 @@ BASE = Path("/tmp/tg-bench/latency")
 NODES = 4
 LOG_CRASHES = ("nccl_timeout", "xid", "exception")
 KINDS = (*LOG_CRASHES, "node_failure", "hang", "slow")
+# Real PyTorch (bench/pytorch_faults.py, --pytorch): log-visible crashes of a real job, and the rest.
+PT_LOG_CRASHES = ("pt_sigkill", "pt_exception")
+PT_KINDS = (*PT_LOG_CRASHES, "pt_sigstop", "pt_node_failure", "pt_xid_kernel")
+ALL_KINDS = (*KINDS, *PT_KINDS)
 
 # One fault per job; the plan is ordered so that the long hangs start first and overlap the rest.
 FULL_PLAN = (
@@ -76,6 +88,7 @@ class Tail:
     offset: int = 0
     partial: bytes = b""
     lines: list[tuple[float, str]] = field(default_factory=list)
+    progress_rx: re.Pattern[str] = PROGRESS
 
     def poll(self, now: float) -> None:
         try:
@@ -98,7 +111,7 @@ class Tail:
         return None
 
     def progress(self) -> list[tuple[float, int]]:
-        return [(ts, int(m.group(1))) for ts, line in self.lines if (m := PROGRESS.search(line))]
+        return [(ts, int(m.group(1))) for ts, line in self.lines if (m := self.progress_rx.search(line))]
 
 
 @dataclass
@@ -214,7 +227,7 @@ class Bench:
         return job_id, fault_at
 
     async def run_one(self, kind: str) -> Result:
-        units = 1 if kind == "hang" else 3 if kind == "node_failure" else 2
+        units = 1 if kind == "hang" else 3 if kind in ("node_failure", "pt_node_failure") else 2
         await self._reserve(units)
         try:
             job_id, fault_at = await asyncio.to_thread(self.submit, kind)
@@ -233,9 +246,7 @@ class Bench:
     async def _follow(self, r: Result, fault_at: int) -> None:
         tail = self.tails[r.job_id]
         timeout = 420.0 if r.kind == "hang" else 180.0
-        killed: str | None = None
-        if r.kind == "node_failure":
-            killed = await self._kill_second_node(r, tail)
+        killed = await self._inject(r, tail)
         detection = await self.wait_event(r.job_id, EventType.DETECTION, timeout)
         if killed is not None:
             await asyncio.to_thread(self.cluster.restart_node, killed)
@@ -272,7 +283,7 @@ class Bench:
             r.tg_time_to_productive_s = float(resumed.data["time_to_productive_s"] or 0.0)
         if release is not None and isinstance(release.data.get("confirmed_at"), float):
             released_at = float(release.data["confirmed_at"] or 0.0)
-            attempt = tail.first(ATTEMPT, after=released_at - 1.0)
+            attempt = tail.first(self.attempt_rx, after=released_at - 1.0)
             restarted = [a for a in ([attempt] if attempt else []) if int(a[1].group(1)) > 0]
             if restarted:
                 r.floor_s = max(0.0, restarted[0][0] - released_at)
@@ -284,10 +295,18 @@ class Bench:
         if resumed is not None and r.productive_at is None:
             r.note = "resumed, but the benchmark did not see the restart line"
 
+    attempt_rx = ATTEMPT
+
+    async def _inject(self, r: Result, tail: Tail) -> str | None:
+        """Faults from outside the job; returns the node killed (restarted after detection)."""
+        if r.kind == "node_failure":
+            return await self._kill_second_node(r, tail)
+        return None
+
     async def _kill_second_node(self, r: Result, tail: Tail) -> str:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            started = tail.first(ATTEMPT)
+            started = tail.first(self.attempt_rx)
             if started and any(i >= 8 for _, i in tail.progress()):
                 nodes = expand_hostlist(started[1].group(2))
                 victim = nodes[-1]
@@ -320,7 +339,7 @@ def summarise(results: Sequence[Result]) -> str:
         return Dist.of([v for v in values if v is not None])
 
     rows: list[list[str]] = []
-    for kind in KINDS:
+    for kind in ALL_KINDS:
         rs = [r for r in results if r.kind == kind]
         if not rs:
             continue
@@ -395,12 +414,21 @@ def detail(results: Sequence[Result]) -> str:
 def verdicts(results: Sequence[Result], step_s: float) -> list[str]:
     crash = [r.detection_s for r in results if r.kind in LOG_CRASHES and r.detection_s is not None]
     act = [r.action_latency_s for r in results if r.action_latency_s is not None]
-    hang = [r.detection_s for r in results if r.kind == "hang" and r.detection_s is not None]
+    hang = [r.detection_s for r in results if r.kind in ("hang", "pt_sigstop") and r.detection_s is not None]
     out = []
     d = Dist.of(crash)
-    out.append(
-        f"log-visible crashes: detection p50 {fmt(d.p50)} s (target <= 2), p95 {fmt(d.p95)} s (target <= 5)"
-    )
+    if crash:
+        out.append(
+            f"log-visible crashes: detection p50 {fmt(d.p50)} s (target <= 2), "
+            f"p95 {fmt(d.p95)} s (target <= 5)"
+        )
+    real = [r.detection_s for r in results if r.kind in PT_LOG_CRASHES and r.detection_s is not None]
+    if real:
+        d = Dist.of(real)
+        out.append(
+            f"real PyTorch log-visible crashes: detection p50 {fmt(d.p50)} s (target <= 2), "
+            f"p95 {fmt(d.p95)} s (target <= 5)"
+        )
     a = Dist.of(act)
     out.append(f"action (detection -> release confirmed by Slurm): p50 {fmt(a.p50)} s (target <= 2)")
     if hang:
@@ -413,8 +441,9 @@ def verdicts(results: Sequence[Result], step_s: float) -> list[str]:
 
 async def run(args: argparse.Namespace) -> list[Result]:
     base = Path(args.base_dir)
+    offset = int(os.environ.get("TG_TEST_PORT_OFFSET", "0"))  # several checkouts at once, as the e2e tests
     cluster = LocalSlurmCluster(
-        base / "slurm", cluster="bench", nodes=NODES, ctld_port=36817, node_port_base=37001
+        base / "slurm", cluster="bench", nodes=NODES, ctld_port=36817 + offset, node_port_base=37001 + offset
     )
     temporal = LocalTemporal(base / "temporal", port=free_port(), ui_port=None, db_file=None)
     workdir = base / "jobs"
@@ -439,16 +468,28 @@ async def run(args: argparse.Namespace) -> list[Result]:
                 snapshot_interval_s=args.snapshot_interval,
             ),
             audit=AuditSettings(url=audit_url),
-            watch=WatchSettings(poll_interval_s=args.poll_interval),
+            watch=WatchSettings(poll_interval_s=args.poll_interval, hang_floor_s=args.hang_floor),
+            logs=LogSettings(node_log_path=str(base / "nodelogs" / "{node}" / "kern.log")),
         )
         client = await connect(settings)
         runtime = build_workers(client, settings)
         runtime.start()
         await ensure_cluster_watch(client, settings)
         store = AuditStore.from_url(audit_url)
-        bench = Bench(cluster, store, workdir, step_s=args.step_s, nccl_delay_s=args.nccl_delay)
+        bench: Bench
+        plan: tuple[str, ...]
+        if args.pytorch:
+            from bench.pytorch_faults import PT_PLAN, PyTorchBench
+
+            shutil.rmtree(base / "nodelogs", ignore_errors=True)
+            bench = PyTorchBench(
+                cluster, store, workdir, step_s=args.step_s, nccl_delay_s=0.0, node_logs=base / "nodelogs"
+            )
+            plan = PT_KINDS if args.quick else PT_PLAN
+        else:
+            bench = Bench(cluster, store, workdir, step_s=args.step_s, nccl_delay_s=args.nccl_delay)
+            plan = QUICK_PLAN if args.quick else FULL_PLAN
         tailer = asyncio.create_task(bench.tail_forever())
-        plan = QUICK_PLAN if args.quick else FULL_PLAN
         if args.faults:
             plan = tuple(args.faults)
         started = time.monotonic()
@@ -457,7 +498,7 @@ async def run(args: argparse.Namespace) -> list[Result]:
         print(
             f"{len(results)} faults in {time.monotonic() - started:.0f} s "
             f"(poll_interval_s={args.poll_interval}, snapshot_interval_s={args.snapshot_interval}, "
-            f"settle_s=1.0, step {args.step_s} s)\n"
+            f"settle_s=1.0, step {args.step_s} s, hang_floor_s={args.hang_floor})\n"
         )
         return results
     finally:
@@ -475,7 +516,13 @@ async def run(args: argparse.Namespace) -> list[Result]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="TrainGuard recovery latency on a real local Slurm cluster")
     p.add_argument("--quick", action="store_true", help="6 faults, no hang (2-3 min)")
-    p.add_argument("--faults", nargs="*", choices=KINDS, help="explicit fault list (overrides --quick)")
+    p.add_argument("--faults", nargs="*", choices=ALL_KINDS, help="explicit fault list (overrides --quick)")
+    p.add_argument(
+        "--pytorch",
+        action="store_true",
+        help="real PyTorch DDP jobs (examples/ddp_train.py, needs torch) with faults from outside",
+    )
+    p.add_argument("--hang-floor", type=float, default=WatchSettings().hang_floor_s)
     p.add_argument("--step-s", type=float, default=0.5, help="the simulated job's seconds per iteration")
     p.add_argument("--nccl-delay", type=float, default=2.0, help="seconds before peers' NCCL watchdog fires")
     p.add_argument("--poll-interval", type=float, default=WatchSettings().poll_interval_s)

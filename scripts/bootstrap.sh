@@ -59,10 +59,14 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-stamp=.venv/.trainguard-installed
+# Extras to install: the quick start needs only dev; scripts/test.sh adds torch (a CPU build of PyTorch
+# for the real distributed-training example and its e2e tests).
+extras=${TRAINGUARD_EXTRAS:-dev}
+case $extras in *[!a-z,_-]*) echo "bootstrap: bad TRAINGUARD_EXTRAS '$extras'" >&2; exit 2 ;; esac
+stamp=.venv/.trainguard-installed-${extras//,/-}
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[dev]'
+  .venv/bin/pip install -q -e ".[$extras]"
   touch "$stamp"
 fi
 echo "bootstrap: ready ($(.venv/bin/python --version), slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null))"

@@ -4,7 +4,7 @@
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+TRAINGUARD_EXTRAS=${TRAINGUARD_EXTRAS:-dev,torch} bash scripts/bootstrap.sh
 export PYTHONUNBUFFERED=1
 echo "== ruff"; .venv/bin/ruff check .
 echo "== mypy"; .venv/bin/mypy trainguard workflows activities workers

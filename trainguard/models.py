@@ -86,6 +86,9 @@ class OptIn(Frozen):
 
     environment: str = Field(default="default", min_length=1, max_length=200)
     mode: Mode = Mode.OBSERVE
+    # Where the job writes checkpoints (absolute; read only under the job's work dir or the cluster's
+    # watch.checkpoint_roots): the newest complete one there counts as checkpoint progress.
+    checkpoint_dir: str | None = Field(default=None, max_length=4096)
 
     @field_validator("environment")
     @classmethod
@@ -138,6 +141,7 @@ class JobSnapshot(Frozen):
     array_job_id: str | None = None
     array_task_id: str | None = None
     num_nodes: int = 0
+    num_tasks: int = 0  # tasks of the allocation (ranks under srun); 0 when Slurm did not say
     user: str = ""
     partition: str = ""
     het_job_id: str | None = None  # a heterogeneous job's leader id, on every component (incl. the leader)
@@ -175,6 +179,7 @@ class ProgressState(Frozen):
     step_samples: int = 0  # step-time samples since the last (re)start, for warm-up
     slow_streak: int = 0
     straggling: bool = False
+    finished: bool = False  # the job said it finished training: teardown is not a hang
 
 
 class ObservationKind(StrEnum):

@@ -149,6 +149,19 @@ class WatchSettings(Section):
     hang_floor_s: float = Field(default=60.0, gt=0)
     hang_ceiling_s: float = Field(default=3600.0, gt=0)
     progress_patterns: list[str] = Field(default_factory=list)  # extra regexes for progress lines
+    # Evidence that does not yet show the job failing waits this long (from the first signal) for
+    # Slurm's verdict before it is decided: a lost-peer cascade only (gloo "Connection closed by peer",
+    # NCCL remote error) says a peer died, not why, and srun reports a rank's death while the job is
+    # still RUNNING (a running job is only touched on evidence that it fails). Slurm ending the job or
+    # marking its node down ends the wait at once.
+    slurm_verdict_wait_s: float = Field(default=45.0, ge=0)
+    # Checkpoint progress from the filesystem (trainguard/checkpoint_dir.py): a job's opt-in
+    # "checkpoint_dir", else this pattern ({job_id}, {user}, {work_dir}; "" = none), read every
+    # checkpoint_scan_interval_s and before a decision. Only directories under the job's work dir or
+    # under one of checkpoint_roots are read.
+    checkpoint_dir_pattern: str = ""
+    checkpoint_roots: list[str] = Field(default_factory=list)
+    checkpoint_scan_interval_s: float = Field(default=60.0, gt=0)
 
 
 class WatchdogSettings(Section):
@@ -181,6 +194,11 @@ class LogSettings(Section):
     tls_verify: bool = True
     query_prefix: str = ""
     labels: dict[str, str] = Field(default_factory=lambda: {"job_id": "job_id", "filename": "filename"})
+    # Per-node kernel/syslog (trainguard/logsources/nodelogs.py): with backend "files" a path with a
+    # {node} placeholder (e.g. /var/log/nodes/{node}/kern.log); with a backend the label naming the
+    # host (Loki {host="node2"}). "" = off.
+    node_log_path: str = ""
+    node_log_label: str = ""
 
 
 class MetricsSettings(Section):

@@ -22,7 +22,7 @@ from activities.cluster import ClusterActivities
 from activities.control import ControlActivities
 from activities.fleet import FleetActivities
 from activities.snapshot_cache import SnapshotCache
-from activities.watch import JobWatcher, SourceFactory
+from activities.watch import CheckpointLocator, JobWatcher, SourceFactory
 from trainguard import contracts as c
 from trainguard.api.temporal_control import cluster_workflow_id, connect_client
 from trainguard.audit.store import AuditStore
@@ -32,6 +32,7 @@ from trainguard.logsources.base import LogSource
 from trainguard.logsources.factory import make_log_source
 from trainguard.logsources.files import FileLogSource
 from trainguard.logsources.http import make_http_client
+from trainguard.logsources.nodelogs import make_node_log_source, node_log_enabled
 from trainguard.models import Finding, JobSnapshot, Mode
 from trainguard.policy import PolicyConfig
 from trainguard.settings import Settings, WatchSettings
@@ -250,6 +251,9 @@ def build_workers(
 
         sources = sources or configured
 
+        def node_source(node: str) -> LogSource:
+            return make_node_log_source(logs, runner, node, client=http)
+
         metrics = settings.metrics
 
         async def gpu_probe(nodes: Sequence[str]) -> list[Finding]:
@@ -262,6 +266,13 @@ def build_workers(
             max_read_bytes=settings.watch.max_read_bytes,
             gpu_probe=gpu_probe if metrics.prometheus_url else None,
             progress_config=progress_config(settings.watch),
+            slurm_verdict_wait_s=settings.watch.slurm_verdict_wait_s,
+            node_sources=node_source if node_log_enabled(logs) else None,
+            checkpoints=CheckpointLocator(
+                pattern=settings.watch.checkpoint_dir_pattern,
+                roots=tuple(settings.watch.checkpoint_roots),
+                interval_s=settings.watch.checkpoint_scan_interval_s,
+            ),
         )
         cluster = ClusterActivities(
             settings.cluster.name, access, cache, watcher, client, search_attributes=search_attributes

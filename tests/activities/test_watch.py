@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from activities.snapshot_cache import SnapshotCache
-from activities.watch import JobWatcher
+from activities.watch import CheckpointLocator, JobWatcher, _rank_to_node
 from trainguard import contracts as c
+from trainguard.detection.progress import ProgressConfig
 from trainguard.logsources.base import LogChunk
+from trainguard.logsources.files import FileLogSource
 from trainguard.models import (
     Attribution,
     Category,
@@ -20,6 +25,7 @@ from trainguard.models import (
     ObservationKind,
     WorkloadId,
 )
+from trainguard.slurm.runner import LocalRunner
 
 W = WorkloadId(cluster="lab", job_id="5", submit_time=100)
 PROGRESS = " iteration {i:8d}/     200 | elapsed time per iteration (ms): 100.0 | lm loss: 6.5E+00 |\n"
@@ -195,6 +201,239 @@ async def test_a_job_slurm_reports_cancelled_is_reported_with_who_cancelled_it()
     obs = result.observation
     assert obs.kind == ObservationKind.STATE_CHANGE and obs.findings == ()
     assert obs.job is not None and obs.job.state == "CANCELLED" and obs.job.cancelled_by == "1000"
+
+
+# -- real PyTorch gloo output (captured from examples/ddp_train.py on the local cluster) -----------------
+
+_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytorch"
+
+
+def _node_death_cascade() -> bytes:
+    """The first attempt of a 2x2 DDP job whose node2 died: survivors' gloo errors, srun's teardown,
+    but not yet srun's "Node failure" line (Slurm had not decided)."""
+    data = (_FIXTURES / "srun_node2_killed.out").read_bytes()
+    return data[: data.index(b"srun: error: Node failure")]
+
+
+async def test_a_peer_loss_cascade_waits_for_slurms_verdict_on_the_node() -> None:
+    world = World(job=running(num_tasks=4))
+    world.nodes = (
+        NodeSnapshot(name="node1", state="allocated"),
+        NodeSnapshot(name="node2", state="allocated"),
+    )
+    world.log += _node_death_cascade()
+
+    async def slurm_decides() -> None:
+        await asyncio.sleep(0.4)
+        world.nodes = (
+            NodeSnapshot(name="node1", state="allocated"),
+            NodeSnapshot(name="node2", state="down", flags=("NOT_RESPONDING",)),
+        )
+
+    decider = asyncio.create_task(slurm_decides())
+    result = await watcher(world, slurm_verdict_wait_s=10.0).watch(inp(slice_s=20.0), lambda *a: None)
+    await decider
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE
+    down = [f for f in obs.findings if f.category == Category.SLURM_NODE_FAILURE]
+    assert down and down[0].nodes == ("node2",)
+    # the survivors' cascade lines do not implicate the survivors' node
+    peer = [f for f in obs.findings if f.pattern_id == "gloo_peer_lost"]
+    assert peer and all(f.nodes == () for f in peer)
+
+
+async def test_a_peer_loss_wait_is_bounded() -> None:
+    world = World(job=running(num_tasks=4))
+    world.nodes = (
+        NodeSnapshot(name="node1", state="allocated"),
+        NodeSnapshot(name="node2", state="allocated"),
+    )
+    world.log += _node_death_cascade()
+    started = time.monotonic()
+    result = await watcher(world, slurm_verdict_wait_s=0.3).watch(inp(slice_s=20.0), lambda *a: None)
+    waited = time.monotonic() - started
+    assert result.observation.kind == ObservationKind.FAILURE
+    assert 0.3 <= waited < 5.0
+    assert all(f.cascade for f in result.observation.findings if f.fatal)
+
+
+async def test_a_running_jobs_error_waits_only_until_slurm_ends_the_job() -> None:
+    """srun prints a rank's death while the job is still RUNNING; the decision waits for the job to stop
+    (a running job is only touched on evidence that it fails) and goes ahead as soon as it has."""
+    world = World(job=running(num_tasks=4))
+    world.log += _node_death_cascade() + b"[rank2]: ValueError: bad sample in batch at step 9\n"
+
+    async def job_fails() -> None:
+        await asyncio.sleep(0.4)
+        world.job = running(num_tasks=4, state="FAILED", exit_code=1)
+
+    ender = asyncio.create_task(job_fails())
+    started = time.monotonic()
+    result = await watcher(world, slurm_verdict_wait_s=30.0).watch(inp(slice_s=20.0), lambda *a: None)
+    await ender
+    assert 0.4 <= time.monotonic() - started < 5.0
+    assert result.observation.kind == ObservationKind.FAILURE
+    assert result.observation.job is not None and result.observation.job.state == "FAILED"
+
+
+async def test_an_error_of_a_stopped_job_does_not_wait() -> None:
+    world = World(job=running(num_tasks=4, state="FAILED", exit_code=1))
+    world.log += b"[rank2]: Traceback (most recent call last):\n[rank2]: ValueError: bad sample\n"
+    started = time.monotonic()
+    result = await watcher(world, slurm_verdict_wait_s=30.0).watch(inp(slice_s=20.0), lambda *a: None)
+    assert time.monotonic() - started < 5.0
+    assert result.observation.kind == ObservationKind.FAILURE
+
+
+def test_ranks_map_to_nodes_by_slurms_block_distribution() -> None:
+    two_per_node = _rank_to_node(running(nodes=("node1", "node2"), num_tasks=4))
+    assert [two_per_node(r) for r in range(5)] == ["node1", "node1", "node2", "node2", None]
+    uneven = _rank_to_node(running(nodes=("a", "b"), num_tasks=3))
+    assert [uneven(r) for r in range(3)] == ["a", "a", "b"]
+    unknown = _rank_to_node(running(nodes=("a", "b")))
+    assert [unknown(r) for r in (-1, 0, 1, 2)] == [None, "a", "b", None]
+
+
+async def test_a_rank_only_error_names_that_ranks_node_with_two_ranks_per_node() -> None:
+    world = World(job=running(num_tasks=4))
+    world.log += (
+        b"[rank3]: Traceback (most recent call last):\n"
+        b"[rank3]: torch.cuda.CudaError: CUDA error: uncorrectable ECC error encountered\n"
+    )
+    result = await watcher(world).watch(inp(), lambda *a: None)
+    assert any(f.rank == 3 and f.nodes == ("node2",) for f in result.observation.findings)
+
+
+async def test_the_newest_complete_checkpoint_on_disk_is_checkpoint_progress(tmp_path: Path) -> None:
+    work = tmp_path / "home" / "alice" / "run"
+    ckpt = work / "ckpt"
+    ckpt.mkdir(parents=True)
+    (ckpt / "step_0000020.pt").write_bytes(b"x")
+    (ckpt / "step_0000040.pt").write_bytes(b"x")
+    (ckpt / ".step_0000060.pt.tmp-7").write_bytes(b"x")  # a save in progress is not progress
+    opt_in = f'{{"trainguard": {{"mode": "action", "checkpoint_dir": "{ckpt}"}}}}'
+    world = World(job=running(comment=opt_in, work_dir=str(work)))
+    world.log += PROGRESS.format(i=45).encode()
+    locator = CheckpointLocator(interval_s=0.01)
+    result = await watcher(world, checkpoints=locator).watch(inp(slice_s=0.2), lambda *a: None)
+    assert result.observation.progress.last_checkpoint_iteration == 40
+
+
+async def test_a_checkpoint_dir_outside_the_allowed_roots_is_not_read(tmp_path: Path) -> None:
+    work = tmp_path / "home" / "alice" / "run"
+    work.mkdir(parents=True)
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    (elsewhere / "step_0000040.pt").write_bytes(b"x")
+    opt_in = f'{{"trainguard": {{"checkpoint_dir": "{elsewhere}"}}}}'
+    world = World(job=running(comment=opt_in, work_dir=str(work)))
+    result = await watcher(world, checkpoints=CheckpointLocator(interval_s=0.01)).watch(
+        inp(slice_s=0.2), lambda *a: None
+    )
+    assert result.observation.progress.last_checkpoint_iteration is None
+    allowed = CheckpointLocator(roots=(str(tmp_path),), interval_s=0.01)
+    result = await watcher(world, checkpoints=allowed).watch(inp(slice_s=0.2), lambda *a: None)
+    assert result.observation.progress.last_checkpoint_iteration == 40
+
+
+def test_the_cluster_pattern_names_the_dir_when_the_job_does_not() -> None:
+    job = running(work_dir="/home/bob/exp", user="bob", comment='{"trainguard": {}}')
+    assert CheckpointLocator(pattern="{work_dir}/ckpt-{job_id}").directory(job) == "/home/bob/exp/ckpt-5"
+    assert CheckpointLocator(pattern="/lustre/{user}/{job_id}").directory(job) is None  # not under a root
+    assert (
+        CheckpointLocator(pattern="/lustre/{user}/{job_id}", roots=("/lustre",)).directory(job)
+        == "/lustre/bob/5"
+    )
+    assert CheckpointLocator(pattern="{nope}").directory(job) is None
+    assert CheckpointLocator().directory(job) is None
+
+
+async def test_an_xid_in_a_nodes_kernel_log_is_that_nodes_and_that_jobs(tmp_path: Path) -> None:
+    """Per-node kernel logs (files here, Loki {host=...} in production), read through the real
+    FileLogSource: only lines written while the job runs there count, only hardware evidence counts,
+    and a dmesg line that names no host is attributed to the node whose log it is in."""
+    for node in ("node1", "node2"):
+        (tmp_path / node).mkdir()
+    kern1 = tmp_path / "node1" / "kern.log"
+    kern2 = tmp_path / "node2" / "kern.log"
+    # before the job: an old Xid of whatever ran earlier on node1
+    kern1.write_bytes(
+        b"[  100.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=old, GPU has fallen off the bus.\n"
+    )
+    kern2.write_bytes(b"")
+    world = World(job=running())
+    world.log += PROGRESS.format(i=1).encode()
+
+    def node_source(node: str) -> FileLogSource:
+        return FileLogSource(LocalRunner(), str(tmp_path / node / "kern.log"))
+
+    async def faults() -> None:
+        await asyncio.sleep(0.3)
+        with kern1.open("ab") as fh:  # another job's process on a shared node: not hardware
+            fh.write(b"[  200.0] Out of memory: Killed process 4242 (python) total-vm:1234kB\n")
+        with kern2.open("ab") as fh:
+            fh.write(
+                b"[  201.5] NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=python3, An uncorrectable "
+                b"double bit error (DBE) has been detected on GPU in the framebuffer at 0x1.\n"
+            )
+
+    injector = asyncio.create_task(faults())
+    result = await watcher(world, node_sources=node_source).watch(inp(slice_s=10.0), lambda *a: None)
+    await injector
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE
+    hardware = [f for f in obs.findings if f.category == Category.GPU_HARDWARE]
+    assert hardware and {f.nodes for f in hardware} == {("node2",)}
+    assert all("old" not in f.line for f in obs.findings)
+    assert not [f for f in obs.findings if "Out of memory" in f.line]
+
+
+async def test_a_stall_after_a_ranks_error_is_its_consequence_not_the_cause() -> None:
+    """A rank raised; srun is slow to tear the step down and progress stops: the hang that follows is
+    a cascade of the error (it shows the running job failing, so nothing waits longer)."""
+    world = World(job=running(num_tasks=4))
+
+    async def train_then_fail() -> None:
+        for i in range(1, 8):
+            world.log += f"step {i}/100 loss 0.5 (0.05 s/it)\n".encode()
+            await asyncio.sleep(0.05)
+        world.log += b"[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: bad sample\n"
+
+    job = asyncio.create_task(train_then_fail())
+    config = ProgressConfig(hang_floor_s=0.3, hang_factor=2.0)
+    result = await watcher(world, progress_config=config, slurm_verdict_wait_s=30.0).watch(
+        inp(slice_s=10.0, settle_s=0.05), lambda *a: None
+    )
+    await job
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE
+    hang = [f for f in obs.findings if f.category == Category.HANG]
+    assert hang and all(f.cascade for f in hang)
+    assert any(f.category == Category.PYTHON_EXCEPTION and not f.cascade for f in obs.findings)
+
+
+async def test_a_stall_with_only_collective_timeouts_stays_a_hang() -> None:
+    """A stopped rank: progress stops and the waiting ranks' gloo timeouts arrive. The timeouts are
+    the stall seen from the waiting side, so the hang is still what decides."""
+    world = World(job=running(num_tasks=4))
+
+    async def train_then_stall() -> None:
+        for i in range(1, 8):
+            world.log += f"step {i}/100 loss 0.5 (0.05 s/it)\n".encode()
+            await asyncio.sleep(0.05)
+        world.log += (
+            b"[rank0]: RuntimeError: [/x/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
+            b"60000ms for recv operation to complete\n"
+        )
+
+    job = asyncio.create_task(train_then_stall())
+    config = ProgressConfig(hang_floor_s=0.3, hang_factor=2.0)
+    result = await watcher(world, progress_config=config, slurm_verdict_wait_s=30.0).watch(
+        inp(slice_s=10.0, settle_s=0.05), lambda *a: None
+    )
+    await job
+    hang = [f for f in result.observation.findings if f.category == Category.HANG]
+    assert hang and not any(f.cascade for f in hang)
 
 
 class Ticking:

@@ -23,6 +23,7 @@ from trainguard.models import AuditEventIn, EventType, Mode
 from trainguard.settings import (
     AuditSettings,
     ClusterSettings,
+    LogSettings,
     Settings,
     TemporalSettings,
     WatchdogSettings,
@@ -31,6 +32,7 @@ from trainguard.settings import (
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH = REPO / "examples" / "trainsim.sbatch"
+NODE_LOGS = REPO / "var" / "e2e" / "nodelogs"
 
 
 # Several checkouts (worktrees) can run the real-stack tests at once when each sets its own offset.
@@ -63,7 +65,15 @@ def make_settings(
             snapshot_interval_s=0.5,
         ),
         audit=AuditSettings(url=audit_url),
-        watch=WatchSettings(poll_interval_s=0.5, slice_s=120.0, heartbeat_timeout_s=10.0, hang_floor_s=4.0),
+        # per-node kernel logs, as files here (Loki {host=...} streams in production)
+        logs=LogSettings(node_log_path=str(NODE_LOGS / "{node}" / "kern.log")),
+        watch=WatchSettings(
+            poll_interval_s=0.5,
+            slice_s=120.0,
+            heartbeat_timeout_s=10.0,
+            hang_floor_s=4.0,
+            slurm_verdict_wait_s=30.0,
+        ),
         watchdog=WatchdogSettings(decision_timeout_s=decision_timeout_s),
     )
 

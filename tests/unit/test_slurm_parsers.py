@@ -137,6 +137,7 @@ def test_scontrol_and_squeue_agree() -> None:
         "stdout_path",
         "work_dir",
         "num_nodes",
+        "num_tasks",
     )
     from_json = by_id("squeue_requeued.json")["1"]
     from_text = parse_scontrol_job(fixture("scontrol_job_requeued_held_excluded_epoch.txt"))
@@ -297,3 +298,21 @@ def test_unreachable_controller_output_is_an_error_not_an_empty_cluster(name: st
     # Real output with slurmctld down: exit status 0, an empty list and an `errors` entry.
     with pytest.raises(SlurmReportedError):
         parse(fixture(name))  # type: ignore[operator]
+
+
+def test_task_counts_for_mapping_ranks_to_nodes() -> None:
+    job = by_id("squeue_mixed.json")["1"]
+    assert job.num_tasks == 2  # squeue's "tasks"
+    assert parse_scontrol_job(fixture("scontrol_job_1.txt")).num_tasks == 2  # scontrol's NumTasks
+    doc = json.loads(fixture("squeue_mixed.json"))
+    for raw, want in (({"set": True, "number": 4}, 4), ({"set": False, "number": 0}, 0), (None, 0), ("x", 0)):
+        doc["jobs"][0]["tasks"] = raw
+        assert parse_squeue_json(json.dumps(doc))[0].num_tasks == want
+
+
+def test_task_counts_of_slurm_24_11() -> None:
+    from trainguard.slurm.formats import parse_jobs
+
+    doc = json.loads((FIXTURES / "24.11" / "squeue_all.json").read_text())
+    by_job = {j.job_id: j for j in parse_jobs(doc)}
+    assert by_job["4"].num_nodes == 2 and by_job["4"].num_tasks == 2  # {"set": true, "number": 2}

@@ -14,7 +14,14 @@ from trainguard.detection.catalog import Catalog, Signature, load_catalog
 from trainguard.detection.locate import locate, valid_node_name
 from trainguard.detection.normalize import Normalized, normalize
 from trainguard.detection.prefilter import Prefilter
-from trainguard.detection.progress import ProgressConfig, ProgressTracker, checkpoint_event, parse_progress
+from trainguard.detection.progress import (
+    ProgressConfig,
+    ProgressTracker,
+    RankStragglers,
+    checkpoint_event,
+    parse_progress,
+    training_finished,
+)
 from trainguard.detection.severity import benign_occurrence
 from trainguard.models import Finding, FindingSource, ProgressState, clip
 
@@ -45,6 +52,7 @@ class LogAnalyzer:
         self._catalog = catalog or load_catalog()
         self._config = config or ProgressConfig()
         self._tracker = ProgressTracker(self._config, progress)
+        self._rank_stragglers = RankStragglers(self._config)
         self._node_of_rank = node_of_rank
         self._progress_keywords = self._config.all_keywords
         keywords = tuple(dict.fromkeys((*self._catalog.keywords, *self._progress_keywords, *_EXTRA_KEYWORDS)))
@@ -122,6 +130,12 @@ class LogAnalyzer:
     def check_hang(self, now: float) -> Finding | None:
         return self._tracker.check_hang(now)
 
+    def credit_checkpoint(self, iteration: int) -> None:
+        """A complete checkpoint seen elsewhere (the checkpoint directory): the newest one counts."""
+        current = self._tracker.last_checkpoint_iteration
+        if current is None or iteration > current:
+            self._tracker.last_checkpoint_iteration = iteration
+
     # -- internals -------------------------------------------------------------------------------
 
     def _append_carry(self, chunk: bytes) -> None:
@@ -198,10 +212,18 @@ class LogAnalyzer:
             straggler = self._tracker.on_progress(p, now, line)
             if straggler is not None:
                 out.append(straggler)
+            rank = locate(line).rank if p.step_ms else None
+            if rank is not None and p.step_ms:
+                slow = self._rank_stragglers.observe(rank, p.step_ms, now, line)
+                if slow is not None:
+                    node = self._node_of_rank(rank) if self._node_of_rank is not None else None
+                    out.append(slow.model_copy(update={"nodes": (node,)}) if node else slow)
             return
         event = checkpoint_event(line, self._config)
         if event is not None:
-            self._tracker.on_checkpoint(event, now)
+            self._tracker.on_checkpoint(event.starting, now, event.iteration)
+        elif training_finished(line, self._config):
+            self._tracker.finished = True
 
     def _finding(
         self,
@@ -225,7 +247,9 @@ class LogAnalyzer:
                 nodes.append(self._root_cause_host)
             if rank is None:
                 rank = self._root_cause_rank
-        if rank is not None and not nodes and self._node_of_rank is not None:
+        # A cascade line (a survivor reporting a lost peer, a watchdog timeout) is printed where the
+        # symptom was seen: its rank's node is a survivor, not the cause, so it implicates no node.
+        if rank is not None and not nodes and self._node_of_rank is not None and not sig.cascade:
             mapped = self._node_of_rank(rank)
             if mapped:
                 nodes.append(mapped)

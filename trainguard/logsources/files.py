@@ -50,6 +50,19 @@ class FileLogSource:
             return LogChunk(b"", cursor, reset=False)
         return self._chunk(raw, len(raw.data))
 
+    async def end_cursor(self) -> LogCursor:
+        """A cursor at the file's current end (nothing before it will be read); an empty cursor
+        when the file does not exist yet."""
+        stat = await self._runner.stat(self.path)
+        if stat is None:
+            return LogCursor()
+        back = min(CHECK_BYTES, stat.size)
+        before = await self._read(stat.size - back, back) if back else b""
+        if before is None or len(before) != back:
+            return LogCursor()
+        identity = f"{stat.identity}#{_crc(before)}" if stat.size else stat.identity
+        return LogCursor(source=self.path, offset=stat.size, identity=identity)
+
     async def read_lines(self, cursor: LogCursor, max_bytes: int, *, flush_at: int = -1) -> LogChunk:
         """Like `read`, but stops after the last newline; `pending` says how much was held back.
 

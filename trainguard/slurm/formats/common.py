@@ -61,6 +61,14 @@ class Fields:
         """A plain integer (NO_VAL/INFINITE/negative -> None) or a 23.11+ `{"set","infinite","number"}`."""
         return decode_number(self.item.get(key), lambda msg: self.error(key, msg))
 
+    def lenient_number(self, key: str) -> int | None:
+        """Like `number`, but a value of an unexpected type is None: for fields that only refine
+        (the task count maps ranks to nodes), never worth failing a whole snapshot for."""
+        try:
+            return self.number(key)
+        except SlurmFormatError:
+            return None
+
     def obj(self, key: str) -> Fields | None:
         value = self.item.get(key)
         if value is None:
@@ -175,6 +183,7 @@ class RawJob:
     array_task_id: int | None = None
     array_task_string: str = ""
     node_count: int | None = None
+    task_count: int | None = None  # the allocation's tasks (ranks under srun)
     partition: str = ""
     het_job_id: int | None = None
     het_job_offset: int | None = None
@@ -234,6 +243,7 @@ def build_job(raw: RawJob) -> JobSnapshot:
         array_job_id=array_job_id,
         array_task_id=array_task_id,
         num_nodes=raw.node_count if raw.node_count is not None else len(raw.nodes),
+        num_tasks=raw.task_count or 0,
         user=raw.user,
         partition=raw.partition,
         het_job_id=str(het) if het else None,

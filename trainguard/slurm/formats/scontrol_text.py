@@ -339,6 +339,7 @@ def _job_from_scontrol(fields: dict[str, str]) -> JobSnapshot:
         array_job_id=array_job_id,
         array_task_id=fields.get("ArrayTaskId") or None,
         num_nodes=_scontrol_int(num_nodes_text, "NumNodes") if num_nodes_text else len(nodes),
+        num_tasks=int(tasks) if (tasks := fields.get("NumTasks", "")).isdigit() else 0,
         user=user,
         partition=fields.get("Partition", ""),
         het_job_id=het_job_id,

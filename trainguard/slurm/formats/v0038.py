@@ -69,6 +69,7 @@ def job(item: Any) -> JobSnapshot:
             array_task_id=array_task,
             array_task_string=f.text("array_task_string"),
             node_count=f.number("node_count"),
+            task_count=f.lenient_number("tasks"),
             partition=f.text("partition"),
             het_job_id=f.number("het_job_id"),
             het_job_offset=f.number("het_job_offset"),
