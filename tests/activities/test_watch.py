@@ -372,10 +372,8 @@ async def test_an_xid_in_a_nodes_kernel_log_is_that_nodes_and_that_jobs(tmp_path
         with kern1.open("ab") as fh:  # another job's process on a shared node: not hardware
             fh.write(b"[  200.0] Out of memory: Killed process 4242 (python) total-vm:1234kB\n")
         with kern2.open("ab") as fh:
-            fh.write(
-                b"[  201.5] NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=python3, An uncorrectable "
-                b"double bit error (DBE) has been detected on GPU in the framebuffer at 0x1.\n"
-            )
+            fh.write(b"[  201.5] NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=python3, An uncorrectable "
+                     b"double bit error (DBE) has been detected on GPU in the framebuffer at 0x1.\n")
 
     injector = asyncio.create_task(faults())
     result = await watcher(world, node_sources=node_source).watch(inp(slice_s=10.0), lambda *a: None)
