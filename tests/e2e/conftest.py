@@ -24,7 +24,8 @@ from trainguard.localstack.slurm_rootfs import SUPPORTED_VERSIONS
 from trainguard.localstack.temporal import LocalTemporal
 from workers.worker import build_workers, connect, ensure_cluster_watch
 
-E2E_DIR = REPO / "var" / "e2e"
+# Per offset, so two runs in one checkout never stop or wipe each other's cluster.
+E2E_DIR = REPO / "var" / ("e2e" if PORT_OFFSET == 0 else f"e2e-{PORT_OFFSET}")
 
 
 DEFAULT_SLURM = "22.05"

@@ -39,7 +39,7 @@ from trainguard.models import EventType, WorkloadId
 from trainguard.settings import Settings, TemporalSettings
 from workers.worker import connect
 
-CRASH_DIR = Path(os.environ.get("TRAINGUARD_CRASH_DIR", "/tmp/tg-crash"))
+CRASH_DIR = Path(os.environ.get("TRAINGUARD_CRASH_DIR", f"/tmp/tg-crash-{PORT_OFFSET}"))
 CTLD_PORT = 46817 + PORT_OFFSET
 NODE_PORT_BASE = 47001 + PORT_OFFSET
 ENVIRONMENT = "crash"

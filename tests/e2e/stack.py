@@ -32,11 +32,14 @@ from trainguard.settings import (
 
 REPO = Path(__file__).resolve().parents[2]
 SBATCH = REPO / "examples" / "trainsim.sbatch"
-NODE_LOGS = REPO / "var" / "e2e" / "nodelogs"
 
 
 # Several checkouts (worktrees) can run the real-stack tests at once when each sets its own offset.
-PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0"))
+# Under pytest-xdist each worker (gw0, gw1, ...) adds 1000 per index: own clusters, servers, directories.
+PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0")) + 1000 * int(
+    os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or "0"
+)
+NODE_LOGS = REPO / "var" / f"e2e-nodelogs-{PORT_OFFSET}"
 
 
 def free_port() -> int:

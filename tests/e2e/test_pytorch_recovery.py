@@ -114,6 +114,14 @@ def submit_ddp(
     return DdpJob(job=job, pid_dir=pid_dir)
 
 
+def verdict_advice(events: list[AuditEventIn]) -> AuditEventIn:
+    """The advice that carries the verdict: a containment hold of a job Slurm requeued itself comes first and
+    names no evidence (it is recorded before attribution runs)."""
+    found = [e for e in events if e.event_type == EventType.ADVICE and e.evidence]
+    assert found, [(e.event_type.value, e.message) for e in events]
+    return found[0]
+
+
 def first(events: list[AuditEventIn], kind: EventType) -> AuditEventIn:
     found = [e for e in events if e.event_type == kind]
     assert found, [(e.event_type.value, e.message) for e in events]
@@ -130,7 +138,7 @@ async def test_sigkill_of_one_rank_names_its_node_requeues_and_resumes(stack: St
     assert node == "node2"  # SLURM_PROCID 2 runs on the second node with 2 tasks per node
     os.kill(pid, signal.SIGKILL)
     events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=150)
-    advice = first(events, EventType.ADVICE)
+    advice = verdict_advice(events)
     assert advice.category != "killed_oom_host", advice.message
     assert advice.category != "python_exception", advice.message  # not the loudest (gloo cascade)
     assert any("task 2: Killed" in line for line in advice.evidence), advice.evidence
@@ -172,7 +180,7 @@ async def test_a_node_dying_mid_step_waits_for_slurm_then_excludes_it(stack: Sta
     stack.cluster.kill_node("node2")
     try:
         events = await stack.wait_for_event(ddp.job.job_id, EventType.ADVICE, timeout=90)
-        advice = first(events, EventType.ADVICE)
+        advice = verdict_advice(events)
         assert advice.category == "slurm_node_failure", advice.message
         assert "node2" in advice.nodes
         assert advice.ts - killed_at >= stack.settings.cluster.snapshot_interval_s  # it did wait
@@ -219,7 +227,7 @@ async def test_an_xid_in_a_nodes_kernel_log_excludes_that_node(stack: Stack) -> 
             "GPU has fallen off the bus.\n".encode()
         )
     events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=150)
-    advice = first(events, EventType.ADVICE)
+    advice = verdict_advice(events)
     assert advice.category == "gpu_hardware" and advice.nodes == (bad,), advice.message
     record = ddp.job.show()
     assert record["JobState"] == "COMPLETED" and record["ExcNodeList"] == bad
