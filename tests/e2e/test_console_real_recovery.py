@@ -11,16 +11,16 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import playwright.async_api as playwright_async
 import pytest
 import uvicorn
+from pydantic import SecretStr
 
 from tests.e2e.stack import REPO, Stack, free_port
 from trainguard.api.app import create_app
 from trainguard.api.temporal_control import ClientTemporalControl
 from trainguard.audit.store import AuditStore
 from trainguard.models import EventType, Mode, WorkloadId, WorkloadStatus
-
-playwright_async = pytest.importorskip("playwright.async_api")
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts"
@@ -36,13 +36,13 @@ ARGS = [
     "--no-first-run",
 ]
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed")
+# A missing Debian chromium fails the launch: never a silent skip.
 
 
 @pytest.fixture
 def console(stack: Stack) -> Iterator[str]:
     settings = stack.settings.model_copy(
-        update={"api": stack.settings.api.model_copy(update={"token": TOKEN, "port": free_port()})}
+        update={"api": stack.settings.api.model_copy(update={"token": SecretStr(TOKEN), "port": free_port()})}
     )
     store = AuditStore.from_url(settings.audit.url)
     app = create_app(settings, store=store, temporal=ClientTemporalControl(settings.temporal))

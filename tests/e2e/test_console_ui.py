@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import playwright.sync_api as playwright_sync
 import pytest
 import uvicorn
 
@@ -21,8 +22,6 @@ from trainguard.audit import AuditStore
 from trainguard.audit.demo import seed_demo, seed_recovery
 from trainguard.models import AuditEventIn, EventType, Mode, WorkloadId
 from trainguard.settings import APISettings, AuditSettings, Settings
-
-playwright_sync = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -43,7 +42,7 @@ CHROMIUM_ARGS = [
     "--metrics-recording-only",
 ]
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed")
+# A missing Debian chromium fails the launch: never a silent skip.
 
 
 def _free_port() -> int:

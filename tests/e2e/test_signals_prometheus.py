@@ -52,7 +52,7 @@ def _wait_for_series(url: str, metric: str, count: int, timeout: float = 30.0) -
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """One Prometheus scraping two exporters: one labelled like Slurm, one with FQDN host names."""
     if not _has_prometheus():
-        pytest.skip("prometheus binary not installed")
+        pytest.fail("prometheus binary not installed (scripts/bootstrap.sh installs it)")
     plain = SimExporter(GpuFleet(["node1", "node2", "node3", "node4"], gpus_per_node=2)).start()
     fqdn = SimExporter(
         GpuFleet(["node1.lab.example:9400", "node2.lab.example:9400"], gpus_per_node=1)

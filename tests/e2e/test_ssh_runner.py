@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -22,9 +21,6 @@ from trainguard.slurm.runner import CommandError, LocalRunner, SSHRunner
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(
-        shutil.which("slurmctld") is None or not Path("/usr/sbin/sshd").exists(), reason="no Slurm/sshd"
-    ),
 ]
 
 # Per port offset: checkouts running at once must not share pid files and state.

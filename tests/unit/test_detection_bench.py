@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from pathlib import Path
 
 import pytest
@@ -9,7 +8,6 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "scanner_bench.py"
 
 
-@pytest.mark.skipif(shutil.which("grep") is None, reason="grep not installed")
 def test_scanner_bench_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     spec = importlib.util.spec_from_file_location("scanner_bench", BENCH)
     assert spec is not None and spec.loader is not None
