@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from pydantic import SecretStr
 
 from tests.e2e.stack import REPO, Stack, free_port
 from trainguard.api.app import create_app
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium i
 @pytest.fixture
 def console(stack: Stack) -> Iterator[str]:
     settings = stack.settings.model_copy(
-        update={"api": stack.settings.api.model_copy(update={"token": TOKEN, "port": free_port()})}
+        update={"api": stack.settings.api.model_copy(update={"token": SecretStr(TOKEN), "port": free_port()})}
     )
     store = AuditStore.from_url(settings.audit.url)
     app = create_app(settings, store=store, temporal=ClientTemporalControl(settings.temporal))
