@@ -225,7 +225,10 @@ class JobWatcher:
                     # The log already says why training stopped (a rank's error, a lost peer): the stall
                     # is its consequence. It still shows the job failing, but it decides nothing.
                     hang = hang.model_copy(update={"cascade": True})
-                if hang is not None:
+                # The detector reports the stall on every poll while it lasts: keep one, or the repeats
+                # fill the bounded findings and crowd out Slurm's verdict on the nodes (a lost peer's
+                # wait then runs out and the stall decides instead of the dead node).
+                if hang is not None and not any(f.pattern_id == hang.pattern_id for f in state.findings):
                     self._collect(state, [hang], now, 0.0)
             if not phase.failure_handled:
                 sched = scheduler_findings(job, self.cache.nodes, prev)

@@ -410,6 +410,43 @@ async def test_a_stall_after_a_ranks_error_is_its_consequence_not_the_cause() ->
     assert any(f.category == Category.PYTHON_EXCEPTION and not f.cascade for f in obs.findings)
 
 
+async def test_a_stall_after_a_lost_peer_still_waits_for_slurms_verdict_on_the_node() -> None:
+    """A node dies mid-step: the survivors' gloo peer loss, then progress stops. The hang that follows is
+    the lost peer's consequence: it must not end the wait for Slurm to call the node dead (under load
+    Slurm takes longer than the hang detector), so the verdict names the dead node."""
+    world = World(job=running(num_tasks=4))
+    world.nodes = (
+        NodeSnapshot(name="node1", state="allocated"),
+        NodeSnapshot(name="node2", state="allocated"),
+    )
+
+    async def train_then_lose_node2() -> None:
+        for i in range(1, 8):
+            world.log += f"step {i}/100 loss 0.5 (0.05 s/it)\n".encode()
+            await asyncio.sleep(0.05)
+        world.log += _node_death_cascade()
+        await asyncio.sleep(1.5)  # well past the hang threshold (2 x 0.05 s, floor 0.3 s)
+        world.nodes = (
+            NodeSnapshot(name="node1", state="allocated"),
+            NodeSnapshot(name="node2", state="down", flags=("NOT_RESPONDING",)),
+        )
+
+    job = asyncio.create_task(train_then_lose_node2())
+    config = ProgressConfig(hang_floor_s=0.3, hang_factor=2.0)
+    started = time.monotonic()
+    result = await watcher(world, progress_config=config, slurm_verdict_wait_s=30.0).watch(
+        inp(slice_s=20.0, settle_s=0.05), lambda *a: None
+    )
+    await job
+    assert 1.5 <= time.monotonic() - started < 10.0
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE
+    hang = [f for f in obs.findings if f.category == Category.HANG]
+    assert hang and all(f.cascade for f in hang)
+    down = [f for f in obs.findings if f.category == Category.SLURM_NODE_FAILURE]
+    assert down and down[0].nodes == ("node2",)
+
+
 async def test_a_stall_with_only_collective_timeouts_stays_a_hang() -> None:
     """A stopped rank: progress stops and the waiting ranks' gloo timeouts arrive. The timeouts are
     the stall seen from the waiting side, so the hang is still what decides."""

@@ -23,6 +23,7 @@ import pytest
 
 from tests.e2e.stack import NODE_LOGS, PORT_OFFSET, REPO, Stack, SubmittedJob
 from trainguard.models import AuditEventIn, EventType
+from trainguard.slurm.hostlist import expand_hostlist
 
 SBATCH = REPO / "examples" / "ddp_train.sbatch"
 SCRIPT = REPO / "examples" / "ddp_train.py"
@@ -129,13 +130,17 @@ def first(events: list[AuditEventIn], kind: EventType) -> AuditEventIn:
 
 
 async def test_sigkill_of_one_rank_names_its_node_requeues_and_resumes(stack: Stack) -> None:
-    """srun, 4 ranks on 2 nodes: an outside SIGKILL of rank 2 (node2). The survivors' gloo cascade comes
-    first in the log; the verdict must come from srun's `node2: task 2: Killed`, be a signal kill (not an
-    OOM, not hardware: nothing is excluded), and the job must resume from its newest checkpoint."""
+    """srun, 4 ranks on 2 nodes: an outside SIGKILL of rank 2 (on the job's second node). The survivors'
+    gloo cascade comes first in the log; the verdict must come from srun's `nodeN: task 2: Killed`, be a
+    signal kill (not an OOM, not hardware: nothing is excluded), and the job must resume from its newest
+    checkpoint."""
     ddp = submit_ddp(stack, mode="action")
     await ddp.wait_step(12)
     pid, node = ddp.rank(2)
-    assert node == "node2"  # SLURM_PROCID 2 runs on the second node with 2 tasks per node
+    # SLURM_PROCID 2 runs on the second node of the allocation (2 tasks per node); which nodes the job
+    # got depends on what else holds nodes, so the expected one comes from Slurm's own NodeList.
+    allocated = expand_hostlist(ddp.job.show()["NodeList"])
+    assert len(allocated) == 2 and node == allocated[1], (node, allocated)
     os.kill(pid, signal.SIGKILL)
     events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=150)
     advice = verdict_advice(events)
@@ -171,28 +176,32 @@ async def test_sigstop_of_one_rank_is_a_hang_caught_from_the_jobs_rhythm(stack: 
 
 
 async def test_a_node_dying_mid_step_waits_for_slurm_then_excludes_it(stack: Stack) -> None:
-    """slurmd and every step process of node2 killed mid-step: the survivors' gloo "Connection reset by
-    peer" cascade alone must not decide; TrainGuard waits (bounded) for Slurm to call node2 dead, then
-    excludes it and the job completes elsewhere from its checkpoint."""
+    """slurmd and every step process of the job's second node killed mid-step: the survivors' gloo
+    "Connection reset by peer" cascade alone must not decide; TrainGuard waits (bounded) for Slurm to call
+    that node dead, then excludes it and the job completes elsewhere from its checkpoint. Which nodes the
+    job got depends on what else holds nodes: the victim comes from Slurm's own NodeList."""
     ddp = submit_ddp(stack, mode="action", steps=40)
     await ddp.wait_step(12)
+    allocated = expand_hostlist(ddp.job.show()["NodeList"])
+    assert len(allocated) == 2, allocated
+    victim = allocated[1]
     killed_at = time.time()
-    stack.cluster.kill_node("node2")
+    stack.cluster.kill_node(victim)
     try:
         events = await stack.wait_for_event(ddp.job.job_id, EventType.ADVICE, timeout=90)
         advice = verdict_advice(events)
         assert advice.category == "slurm_node_failure", advice.message
-        assert "node2" in advice.nodes
+        assert victim in advice.nodes
         assert advice.ts - killed_at >= stack.settings.cluster.snapshot_interval_s  # it did wait
         events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=180)
         record = ddp.job.show()
         assert record["JobState"] == "COMPLETED"
-        assert "node2" not in record["NodeList"]
+        assert victim not in expand_hostlist(record["NodeList"])
         resumed = re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
         assert resumed and int(resumed.group(1)) >= 10, ddp.text()[-2000:]
     finally:
-        stack.cluster.restart_node("node2")
-        stack.cluster._run(["scontrol", "update", "NodeName=node2", "State=RESUME"], check=False)
+        stack.cluster.restart_node(victim)
+        stack.cluster._run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"], check=False)
 
 
 async def test_the_same_exception_after_requeue_stops_retrying(stack: Stack) -> None:
