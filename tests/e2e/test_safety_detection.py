@@ -15,6 +15,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.e2e.stack import Stack, SubmittedJob
@@ -69,6 +70,7 @@ def assert_untouched(stack: Stack, job: SubmittedJob, record: dict[str, str]) ->
     assert actions == [], [(e.action, e.message) for e in actions]
 
 
+@pytest.mark.slurm_versions("22.05", "24.11")
 async def test_benign_lines_in_a_healthy_running_job_never_requeue_it(stack: Stack) -> None:
     """Clause 2: retried, caught and warned-about exceptions, even a printed traceback, in a job that
     keeps training are recorded and watched; Slurm shows no requeue (Restarts=0)."""
@@ -89,6 +91,7 @@ async def test_benign_lines_in_a_healthy_running_job_never_requeue_it(stack: Sta
     assert_untouched(stack, job, record)
 
 
+@pytest.mark.slurm_versions("22.05", "24.11")
 async def test_a_kernel_xid_naming_a_host_outside_the_job_leaves_it_untouched(stack: Stack) -> None:
     """Clause 2 (and 3's evidence half): a fatal Xid line of a node the job does not run on changes
     nothing, whatever the collected-log layout."""
@@ -109,6 +112,7 @@ async def test_a_kernel_xid_naming_a_host_outside_the_job_leaves_it_untouched(st
     assert foreign not in record.get("ExcNodeList", "")
 
 
+@pytest.mark.slurm_versions("22.05", "24.11")
 async def test_a_dmesg_t_xid_after_the_host_excludes_that_node(stack: Stack) -> None:
     """Clause 6: `node2: [Mon Nov 30 12:00:00 2026] NVRM: Xid ...` names node2 (the dmesg -T stamp after
     the host), so a fatal Xid on one of the job's nodes excludes that node and the job restarts elsewhere."""
@@ -144,6 +148,7 @@ def _pids_of(job: SubmittedJob) -> list[int]:
     return sorted(found)
 
 
+@pytest.mark.slurm_versions("22.05", "24.11")
 async def test_an_outside_kill_9_is_a_signal_kill_not_an_oom(stack: Stack) -> None:
     """Clause 5: `kill -9` of one rank from outside: Slurm reports the kill, no OOM line exists, so the
     detection and the advice say signal kill with unknown cause, never a host OOM."""
