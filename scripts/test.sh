@@ -9,4 +9,4 @@ export PYTHONUNBUFFERED=1
 echo "== ruff"; .venv/bin/ruff check .
 echo "== mypy"; .venv/bin/mypy trainguard workflows activities workers
 echo "== pytest"
-.venv/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25 "$@"
+.venv/bin/pytest -q -p no:cacheprovider --durations=25 "$@"
