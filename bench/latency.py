@@ -1,8 +1,9 @@
 """Recovery latency on a real local Slurm cluster: detection, scheduler action, time back to training.
 
-Starts its own 4-node Slurm cluster (under /tmp/tg-bench/, ports 36817/37001-37004), a Temporal dev
-server on a free port and TrainGuard's worker in this process (action mode, acknowledged), then submits
-examples/trainsim.sbatch jobs, each with one injected fault, as many at a time as the 4 nodes allow.
+Starts its own 4-node Slurm cluster (under /tmp/tg-bench/, ports 24817/25001-25004 plus --port-offset), a
+Temporal dev server on a free port and TrainGuard's worker in this process (action mode, acknowledged),
+then submits examples/trainsim.sbatch jobs, each with one injected fault, as many at a time as the 4 nodes
+allow.
 The benchmark tails every job's output file itself (every 50 ms) to time-stamp the fault line, the
 restart and the first progress line after it; TrainGuard's side comes from the audit store.
 
@@ -53,6 +54,7 @@ SBATCH = REPO / "examples" / "trainsim.sbatch"
 TRAINSIM = REPO / "examples" / "trainsim.py"
 BASE = Path("/tmp/tg-bench/latency")
 NODES = 4
+CTLD_PORT, NODE_PORT_BASE = 24817, 25001  # inside the fixed test-port band (tests/unit/test_e2e_ports.py)
 LOG_CRASHES = ("nccl_timeout", "xid", "exception")
 KINDS = (*LOG_CRASHES, "node_failure", "hang", "slow")
 # Real PyTorch (bench/pytorch_faults.py, --pytorch): log-visible crashes of a real job, and the rest.
@@ -441,9 +443,13 @@ def verdicts(results: Sequence[Result], step_s: float) -> list[str]:
 
 async def run(args: argparse.Namespace) -> list[Result]:
     base = Path(args.base_dir)
-    offset = int(os.environ.get("TG_TEST_PORT_OFFSET", "0"))  # several checkouts at once, as the e2e tests
+    offset = args.port_offset  # several checkouts or test workers at once, as the e2e tests
     cluster = LocalSlurmCluster(
-        base / "slurm", cluster="bench", nodes=NODES, ctld_port=36817 + offset, node_port_base=37001 + offset
+        base / "slurm",
+        cluster="bench",
+        nodes=NODES,
+        ctld_port=CTLD_PORT + offset,
+        node_port_base=NODE_PORT_BASE + offset,
     )
     temporal = LocalTemporal(base / "temporal", port=free_port(), ui_port=None, db_file=None)
     workdir = base / "jobs"
@@ -528,6 +534,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--poll-interval", type=float, default=WatchSettings().poll_interval_s)
     p.add_argument("--snapshot-interval", type=float, default=ClusterSettings().snapshot_interval_s)
     p.add_argument("--base-dir", default=str(BASE))
+    p.add_argument(
+        "--port-offset",
+        type=int,
+        default=int(os.environ.get("TG_TEST_PORT_OFFSET", "0")),
+        help="added to the bench cluster's Slurm ports (default $TG_TEST_PORT_OFFSET or 0)",
+    )
     p.add_argument("--json", help="also write every fault's figures to this file")
     return p.parse_args(argv)
 

@@ -1,6 +1,6 @@
 """A real stack for the crash-safety and fault tests, with every part killable on its own.
 
-Slurm (4 slurmd, ports 46817/47001+), the Temporal dev server with a database file (so it can be
+Slurm (4 slurmd, ports 23817/24001+), the Temporal dev server with a database file (so it can be
 restarted mid-recovery), and TrainGuard's worker as a *subprocess* (`trainguard worker --config`) that a
 test can SIGKILL, or that a failpoint kills, and that a supervisor restarts promptly. A recorder samples
 Slurm's own record of every job so a test can prove what Slurm did (and never did) between two instants.
@@ -40,8 +40,8 @@ from trainguard.settings import Settings, TemporalSettings
 from workers.worker import connect
 
 CRASH_DIR = Path(os.environ.get("TRAINGUARD_CRASH_DIR", f"/tmp/tg-crash-{PORT_OFFSET}"))
-CTLD_PORT = 46817 + PORT_OFFSET
-NODE_PORT_BASE = 47001 + PORT_OFFSET
+CTLD_PORT = 23817 + PORT_OFFSET
+NODE_PORT_BASE = 24001 + PORT_OFFSET
 ENVIRONMENT = "crash"
 HISTORIES = REPO / "tests" / "workflows" / "histories"
 STEP_LINE = re.compile(r"\b(requeue_hold|exclude|release|cancel) (\S+): performed=(True|False)")

@@ -35,8 +35,11 @@ SBATCH = REPO / "examples" / "trainsim.sbatch"
 
 
 # Several checkouts (worktrees) can run the real-stack tests at once when each sets its own offset.
-# Under pytest-xdist each worker (gw0, gw1, ...) adds 1000 per index: own clusters, servers, directories.
-PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0")) + 1000 * int(
+# Under pytest-xdist each worker (gw0, gw1, ...) adds XDIST_PORT_STRIDE per index: own clusters, servers,
+# directories. Every fixed test port lies in 7000-27999 (tests/unit/test_e2e_ports.py), so a stride of
+# 20000 keeps two workers' ports apart, whatever file each of them runs.
+XDIST_PORT_STRIDE = 20000
+PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0")) + XDIST_PORT_STRIDE * int(
     os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or "0"
 )
 NODE_LOGS = REPO / "var" / f"e2e-nodelogs-{PORT_OFFSET}"

@@ -10,6 +10,7 @@ import pytest
 from bench import latency, scale
 from bench.common import Dist, percentile
 from bench.simcluster import SimFiles, SimSlurm, SimWorkloads, opt_in_comment
+from tests.e2e.stack import PORT_OFFSET
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.models import ProgressState
 
@@ -117,7 +118,9 @@ async def test_scale_smoke_detects_every_fault_under_a_small_load(tmp_path: Path
 
 @pytest.mark.e2e
 async def test_latency_smoke_one_xid_on_the_real_cluster(tmp_path: Path) -> None:
-    args = latency.parse_args(["--faults", "xid", "--base-dir", str(tmp_path)])
+    args = latency.parse_args(
+        ["--faults", "xid", "--base-dir", str(tmp_path), "--port-offset", str(PORT_OFFSET)]
+    )
     results = await latency.run(args)
     assert len(results) == 1
     r = results[0]
