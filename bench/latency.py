@@ -1,6 +1,6 @@
 """Recovery latency on a real local Slurm cluster: detection, scheduler action, time back to training.
 
-Starts its own 4-node Slurm cluster (under /tmp/tg-bench/, ports 24817/25001-25004 plus --port-offset), a
+Starts its own 4-node Slurm cluster (under /tmp/tg-bench/, ports 19817/19901-19904 plus --port-offset), a
 Temporal dev server on a free port and TrainGuard's worker in this process (action mode, acknowledged),
 then submits examples/trainsim.sbatch jobs, each with one injected fault, as many at a time as the 4 nodes
 allow.
@@ -54,7 +54,7 @@ SBATCH = REPO / "examples" / "trainsim.sbatch"
 TRAINSIM = REPO / "examples" / "trainsim.py"
 BASE = Path("/tmp/tg-bench/latency")
 NODES = 4
-CTLD_PORT, NODE_PORT_BASE = 24817, 25001  # inside the fixed test-port band (tests/unit/test_e2e_ports.py)
+CTLD_PORT, NODE_PORT_BASE = 19817, 19901  # inside the fixed test-port band (tests/unit/test_e2e_ports.py)
 LOG_CRASHES = ("nccl_timeout", "xid", "exception")
 KINDS = (*LOG_CRASHES, "node_failure", "hang", "slow")
 # Real PyTorch (bench/pytorch_faults.py, --pytorch): log-visible crashes of a real job, and the rest.

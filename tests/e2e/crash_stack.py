@@ -40,8 +40,8 @@ from trainguard.settings import Settings, TemporalSettings
 from workers.worker import connect
 
 CRASH_DIR = Path(os.environ.get("TRAINGUARD_CRASH_DIR", f"/tmp/tg-crash-{PORT_OFFSET}"))
-CTLD_PORT = 23817 + PORT_OFFSET
-NODE_PORT_BASE = 24001 + PORT_OFFSET
+CTLD_PORT = 19617 + PORT_OFFSET
+NODE_PORT_BASE = 19701 + PORT_OFFSET
 ENVIRONMENT = "crash"
 HISTORIES = REPO / "tests" / "workflows" / "histories"
 STEP_LINE = re.compile(r"\b(requeue_hold|exclude|release|cancel) (\S+): performed=(True|False)")

@@ -36,9 +36,10 @@ SBATCH = REPO / "examples" / "trainsim.sbatch"
 
 # Several checkouts (worktrees) can run the real-stack tests at once when each sets its own offset.
 # Under pytest-xdist each worker (gw0, gw1, ...) adds XDIST_PORT_STRIDE per index: own clusters, servers,
-# directories. Every fixed test port lies in 7000-27999 (tests/unit/test_e2e_ports.py), so a stride of
-# 20000 keeps two workers' ports apart, whatever file each of them runs.
-XDIST_PORT_STRIDE = 20000
+# directories. The fixed test ports shifted by the stride never meet the unshifted ones and stay below
+# the kernel's ephemeral range, where free ports (Temporal dev servers) and client sockets live
+# (tests/unit/test_e2e_ports.py checks both).
+XDIST_PORT_STRIDE = 5000
 PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0")) + XDIST_PORT_STRIDE * int(
     os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or "0"
 )

@@ -1,8 +1,8 @@
 """The lab clusters of both Slurm versions, and the Slurm layer against them (munged + slurmctld + 4 slurmd).
 
 22.05 comes from the host's packages, 24.11 from the root filesystem scripts/bootstrap.sh makes; a
-missing Slurm fails these tests (LabError), it never skips them. Ports 25817/26001.. (22.05) and
-25857/26041.. (24.11) and /tmp/tg-h1/ keep these clusters apart from the quick-start one.
+missing Slurm fails these tests (LabError), it never skips them. Ports 20017/20201.. (22.05) and
+20057/20241.. (24.11) and /tmp/tg-h1/ keep these clusters apart from the quick-start one.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.e2e]
 
 # Per port offset: checkouts running at once must not share pid files and state.
 BASE = Path(os.environ.get("TG_E2E_SLURM_DIR", f"/tmp/tg-h1/e2e-slurm-{PORT_OFFSET}"))
-CTLD_PORT = int(os.environ.get("TG_E2E_SLURM_PORT", "25817")) + PORT_OFFSET
+CTLD_PORT = int(os.environ.get("TG_E2E_SLURM_PORT", "20017")) + PORT_OFFSET
 VERSIONS = ("22.05", "24.11")
 PORTS = {"22.05": CTLD_PORT, "24.11": CTLD_PORT + 40}
 REST_APIS = {"22.05": ("v0.0.38",), "24.11": ("v0.0.40", "v0.0.41", "v0.0.42")}

@@ -40,7 +40,7 @@ from workers.worker import build_workers, connect, ensure_cluster_watch
 pytestmark = pytest.mark.e2e
 
 BASE = Path(os.environ.get("TG_E2E_RESTD_DIR", f"/tmp/tg-restd-{PORT_OFFSET}"))
-PORTS = {"22.05": 21817 + PORT_OFFSET, "24.11": 22817 + PORT_OFFSET}  # ctld; nodes +100.., rest +50
+PORTS = {"22.05": 19217 + PORT_OFFSET, "24.11": 19417 + PORT_OFFSET}  # ctld; nodes +100.., rest +50
 SERVED = {"22.05": ["v0.0.36", "v0.0.37", "v0.0.38"], "24.11": ["v0.0.40", "v0.0.41", "v0.0.42"]}
 CHOSEN = {"22.05": "v0.0.38", "24.11": "v0.0.42"}
 NOT_SERVED = {"22.05": "v0.0.42", "24.11": "v0.0.38"}

@@ -25,8 +25,8 @@ pytestmark = [
 
 # Per port offset: checkouts running at once must not share pid files and state.
 BASE = Path(os.environ.get("TG_E2E_SSH_DIR", f"/tmp/tg-h1/e2e-ssh-{PORT_OFFSET}"))
-SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "26422")) + PORT_OFFSET
-CTLD_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "26437")) + PORT_OFFSET
+SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "20417")) + PORT_OFFSET
+CTLD_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "20437")) + PORT_OFFSET
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,10 @@
-"""The fixed ports of the real-stack tests and benchmarks stay inside one band, below the ephemeral range.
+"""The fixed ports of the real-stack tests and benchmarks: two pytest-xdist workers never share one.
 
-pytest-xdist workers add tests.e2e.stack.XDIST_PORT_STRIDE per worker index to every one of them, so
-two workers (each running a different test file at the same moment) can only collide if some fixed
-port, plus the few ports derived from it, leaves the band. This test fails when someone adds a port
-outside it.
+Each worker adds tests.e2e.stack.XDIST_PORT_STRIDE per index to every fixed port, so two workers, each
+running a different test file at the same moment, can only collide if a port of one lands on a port of
+the other. And every fixed port stays below the kernel's ephemeral range (32768 and up by default),
+where the free ports of Temporal dev servers and the local ports of client sockets are taken: a fixed
+port there can be found in use by chance. This test fails when someone adds a port that breaks either.
 """
 
 from __future__ import annotations
@@ -13,40 +14,46 @@ from tests.e2e import conftest, crash_stack, test_slurm_lab, test_slurmrestd, te
 from tests.e2e.stack import PORT_OFFSET, XDIST_PORT_STRIDE
 from trainguard.quickstart import Layout
 
-BAND = (7000, 27000)
-DERIVED = 400  # the most any test adds to a base port (lab: +300 and a node per slurmd)
+EPHEMERAL_LOW = 32768
+WORKERS = 2
 
 
-def base_ports() -> dict[str, int]:
-    ports = {
-        "bench latency ctld": latency.CTLD_PORT,
-        "bench latency slurmd": latency.NODE_PORT_BASE,
-        "crash ctld": crash_stack.CTLD_PORT - PORT_OFFSET,
-        "crash slurmd": crash_stack.NODE_PORT_BASE - PORT_OFFSET,
-        "lab": test_slurm_lab.CTLD_PORT - PORT_OFFSET,
-        "ssh sshd": test_ssh_runner.SSH_PORT - PORT_OFFSET,
-        "ssh ctld": test_ssh_runner.CTLD_PORT - PORT_OFFSET,
+def port_ranges() -> dict[str, range]:
+    """Every fixed port the tests bind, as ranges (a cluster's slurmd ports follow its base)."""
+    lab, restd, ssh = test_slurm_lab.CTLD_PORT, test_slurmrestd.PORTS, test_ssh_runner.CTLD_PORT
+    ranges = {
+        "bench latency ctld": range(latency.CTLD_PORT, latency.CTLD_PORT + 1),
+        "bench latency slurmd": range(latency.NODE_PORT_BASE, latency.NODE_PORT_BASE + latency.NODES),
+        "crash ctld": range(crash_stack.CTLD_PORT, crash_stack.CTLD_PORT + 1),
+        "crash slurmd": range(crash_stack.NODE_PORT_BASE, crash_stack.NODE_PORT_BASE + 4),
+        # lab: ctld, +9 ghost, +10/+20 both-at-once, +30 rest, +40 the 24.11 lab, +184/+224 slurmd, +300
+        "lab": range(lab, lab + 304),
+        "ssh sshd": range(test_ssh_runner.SSH_PORT, test_ssh_runner.SSH_PORT + 1),
+        "ssh slurm": range(ssh, ssh + 264 + 2),
     }
     for version, (ctld, nodes) in conftest.SLURM_PORTS.items():
-        ports[f"e2e {version} ctld"], ports[f"e2e {version} slurmd"] = ctld, nodes
-    for version, port in test_slurmrestd.PORTS.items():
-        ports[f"restd {version}"] = port - PORT_OFFSET
+        ranges[f"e2e {version}"] = range(ctld + PORT_OFFSET, ctld + PORT_OFFSET + 1)
+        ranges[f"e2e {version} slurmd"] = range(nodes + PORT_OFFSET, nodes + PORT_OFFSET + 4)
+    for version, port in restd.items():
+        ranges[f"restd {version}"] = range(port, port + 100 + 3)  # ctld, +50 slurmrestd, +100 slurmd
     # test_safety_actions runs `trainguard local up` with the quick-start layout shifted by 500
-    layout = Layout(root=conftest.E2E_DIR, port_offset=500)
-    quickstart = {"ctld": 16817, "slurmd": 17001, "temporal": 7233, "ui": 8233, "api": 8088, "dcgm": 9400,
-                  "prometheus": 9090, "metrics": 9464}  # fmt: skip
-    for name, base in quickstart.items():
-        ports[f"local-up {name}"] = layout.port(base)
-    return ports
+    layout = Layout(root=conftest.E2E_DIR, port_offset=PORT_OFFSET + 500)
+    for name, base in {"ctld": 16817, "temporal": 7233, "ui": 8233, "api": 8088, "dcgm": 9400,
+                       "prometheus": 9090, "metrics": 9464}.items():  # fmt: skip
+        ranges[f"local-up {name}"] = range(layout.port(base), layout.port(base) + 1)
+    ranges["local-up slurmd"] = range(layout.port(17001), layout.port(17001) + 4)
+    return ranges
 
 
-def test_every_fixed_port_lies_in_the_band() -> None:
-    low, high = BAND
-    outside = {name: p for name, p in base_ports().items() if not low <= p or not p + DERIVED < high}
-    assert not outside, f"ports outside {BAND} (minus {DERIVED} for derived ports): {outside}"
+def test_two_workers_never_share_a_port() -> None:
+    ranges = port_ranges()
+    ours = {p for r in ranges.values() for p in r}
+    for worker in range(1, WORKERS):
+        shift = worker * XDIST_PORT_STRIDE
+        clashes = {name: r.start + shift for name, r in ranges.items() if ours & {p + shift for p in r}}
+        assert not clashes, f"worker gw{worker}'s ports meet gw0's: {clashes}"
 
 
-def test_the_xdist_stride_clears_the_band() -> None:
-    low, high = BAND
-    assert high - low <= XDIST_PORT_STRIDE
-    assert high + XDIST_PORT_STRIDE <= 65535 - 10000  # room for TG_TEST_PORT_OFFSET of parallel checkouts
+def test_every_worker_stays_below_the_ephemeral_range() -> None:
+    top = max(r.stop - 1 for r in port_ranges().values()) + (WORKERS - 1) * XDIST_PORT_STRIDE
+    assert top < EPHEMERAL_LOW, top
