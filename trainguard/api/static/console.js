@@ -22,6 +22,7 @@ const state = {
   chartLoadedAt: {},   // view -> when its data was last fetched
   nodes: null,         // last node report
   pickedNode: null,
+  modePicked: false,   // the operator chose a mode in the select and has not applied it yet
   workloads: [],
 };
 
@@ -160,7 +161,8 @@ function renderDetail(detail) {
   dl.append(el("dt", {}, "workflow"),
     el("dd", { "data-testid": "fact-workflow" }, s.workflow_id, link ? " · " : null, link));
   const modeSelect = document.getElementById("workload-mode-select");
-  if (document.activeElement !== modeSelect) modeSelect.value = s.mode;
+  // A poll must not undo a choice the operator has made but not applied yet.
+  if (document.activeElement !== modeSelect && !state.modePicked) modeSelect.value = s.mode;
   document.getElementById("pause-button").textContent = s.paused ? "Resume monitoring" : "Pause monitoring";
   const box = document.getElementById("advice");
   const a = detail.current_advice;
@@ -267,7 +269,10 @@ function showWorkloadEvidence(e) {
 async function refreshTimeline(sel) {
   const tl = await api(workloadPath(sel) + "/timeline");
   if (state.selected !== sel) return null;
-  if (changed("timeline", tl)) await TGCharts.timeline(tl, showWorkloadEvidence);
+  // A live attempt's bar grows with the clock: redraw on new events, else once a minute (hovers stay put).
+  const stable = Object.assign({}, tl, { now: Math.floor(Date.now() / 60000),
+    attempts: tl.attempts.map((a) => Object.assign({}, a, { end: null })) });
+  if (changed("timeline", stable)) await TGCharts.timeline(tl, showWorkloadEvidence);
   return tl;
 }
 
@@ -287,6 +292,7 @@ function selectWorkload(w) {
   state.selected = { cluster: w.cluster, job_id: w.job_id, submit_time: w.submit_time, key: w.workload_key };
   state.events = [];
   state.signature = "";
+  state.modePicked = false;
   delete state.chartSignature.timeline;
   document.getElementById("timeline").replaceChildren();
   const box = document.getElementById("workload-evidence");
@@ -396,6 +402,7 @@ async function setWorkloadMode(event) {
   if (!state.selected) return;
   const mode = document.getElementById("workload-mode-select").value;
   if (!token() && !askToken()) return;
+  state.modePicked = false;
   try {
     const status = await api(workloadPath(state.selected) + "/mode", {
       method: "PUT", body: { mode, reason: "switched from the console" }, interactive: true,
@@ -468,6 +475,7 @@ async function loop() {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("workload-mode").addEventListener("submit", setWorkloadMode);
+  document.getElementById("workload-mode-select").addEventListener("change", () => { state.modePicked = true; });
   document.getElementById("pause-button").addEventListener("click", togglePause);
   document.getElementById("cluster-mode").addEventListener("submit", setClusterMode);
   document.getElementById("token-button").addEventListener("click", askToken);
