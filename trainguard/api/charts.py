@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from trainguard.audit.schemas import AuditEventOut
-from trainguard.models import ActionStep, EventType, WorkloadStatus, clip
+from trainguard.models import ActionStep, EventType, WorkloadState, WorkloadStatus, clip
 
 MAX_VALUES = 5000  # latency samples returned per distribution (the newest)
 MAX_EVIDENCE = 20  # evidence events listed per node
@@ -324,6 +324,7 @@ def node_report(events: Iterable[AuditEventOut], since: float, until: float, day
     return NodeReport(since=since, until=until, days=days, nodes=rows)
 
 
+ENDED = {WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE, WorkloadState.FAILED}
 STEP_KINDS: dict[EventType, str] = {
     EventType.ADVICE: "advice",
     EventType.ACTION: "action",
@@ -357,7 +358,7 @@ def workload_timeline(
 ) -> WorkloadTimeline:
     now = time.time() if now is None else now
     items = sorted(events, key=lambda e: (e.ts, e.id))
-    ended = status.state.value in ("completed", "stopped", "gone", "failed")
+    ended = status.state in ENDED
     end_ts = items[-1].ts if ended and items else now
     starts: list[tuple[float, int, list[str], int | None]] = [
         (status.first_seen_at or (items[0].ts if items else now), 0, [], None)
