@@ -30,6 +30,7 @@ from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.errors import SlurmParseError
 from trainguard.slurm.jobids import parse_job_id
 from trainguard.slurm.runner import CommandError
+from workflows import story
 from workflows.search_attributes import CLUSTER, JOB_ID, initial_search_attributes
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,9 @@ class ClusterActivities:
                 search_attributes=initial_search_attributes(self.cluster, job.job_id, inp.mode.value)
                 if self.search_attributes
                 else None,
+                # What the Temporal UI shows for this workflow before anyone opens its history.
+                static_summary=story.static_summary(workload, job, opt_in),
+                static_details=story.static_details(workload, job, opt_in),
             )
             outcome = "started"
             log.info("watching %s (%s)", workload.key, opt_in.mode.value)

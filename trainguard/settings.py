@@ -48,6 +48,9 @@ class TemporalSettings(Section):
     tls_key: str | None = None
     tls_ca: str | None = None
     api_key: SecretStr | None = None
+    # The Temporal UI's base URL (e.g. http://temporal-ui:8080): the console links each workload to its
+    # workflow there. Empty: no link.
+    ui_url: str = ""
 
 
 class SSHSettings(Section):

@@ -155,6 +155,7 @@ async def ensure_cluster_watch(client: Client, settings: Settings, *, search_att
         id=cluster_workflow_id(settings.cluster.name),
         task_queue=settings.temporal.control_task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary=f"ClusterWatch of cluster {settings.cluster.name}: discovers opted-in jobs",
     )
 
 

@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
     from trainguard.runtime_config import describe_diff, diff_data, settings_diff, watchdog_guards
     from trainguard.slurm.states import ALLOCATED_STATES, CANCELLED, COMPLETING, PENDING, RUNNING
+    from workflows import story
     from workflows.search_attributes import status_search_attributes
 
 # Audit writes must not be lost: retry until the store comes back (it may be down for minutes).
@@ -135,6 +136,7 @@ class JobRecoveryWorkflow:
     # ---- main loop ----------------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: c.JobRecoveryInput) -> WorkloadStatus:
+        self._show_details()  # user metadata (Temporal UI), not a command: old histories replay unchanged
         if inp.carry is None:
             self._event(
                 EventType.WORKLOAD_DISCOVERED,
@@ -183,6 +185,7 @@ class JobRecoveryWorkflow:
             start_to_close_timeout=timedelta(seconds=self.cfg.watch_slice_s + 120),
             heartbeat_timeout=timedelta(seconds=self.cfg.heartbeat_timeout_s),
             retry_policy=WATCH_RETRY,
+            summary=story.watch_summary(self.inp.workload.job_id, carry.phase.attempt_restarts),
         )
         while not handle.done():
             await workflow.wait_condition(
@@ -410,6 +413,7 @@ class JobRecoveryWorkflow:
             task_queue=self.cfg.control_queue,
             start_to_close_timeout=timedelta(seconds=self.cfg.decision_timeout_s),
             retry_policy=RetryPolicy(maximum_attempts=3),
+            summary=story.attribute_summary(self.inp.workload.job_id, self.carry.phase.attempt_restarts),
         )
         # Safe point: nothing acted yet for this failure; a rollback to observe that arrived during
         # attribution makes this decision an advice only.
@@ -473,6 +477,7 @@ class JobRecoveryWorkflow:
             task_queue=self.cfg.control_queue,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=AUDIT_RETRY,
+            summary=story.fleet_summary(self.inp.workload.job_id),
         )
         if fleet.array_systemic and advice.action == ActionKind.REQUEUE:
             advice = advice.model_copy(
@@ -621,6 +626,7 @@ class JobRecoveryWorkflow:
                 start_to_close_timeout=timedelta(seconds=min(30.0, self.cfg.action_timeout_s)),
                 heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
                 retry_policy=ACTION_RETRY,
+                summary=story.action_summary(name, self.inp.workload.job_id, nodes),
             )
         except ActivityError as err:
             self._event(
@@ -655,6 +661,7 @@ class JobRecoveryWorkflow:
             start_to_close_timeout=timedelta(seconds=30),
             heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
+            summary=story.advice_summary(advice.action.value, self.inp.workload.job_id, advice.attempt),
         )
 
     async def _drain(self) -> None:
@@ -805,6 +812,7 @@ class JobRecoveryWorkflow:
         if self.cfg.search_attributes and attrs != self.last_search_attrs:
             self.last_search_attrs = attrs
             workflow.upsert_search_attributes(status_search_attributes(status))
+        self._show_details()
         await workflow.execute_activity(
             c.RECORD_EVENTS,
             c.RecordEventsInput(events=events, status=status),
@@ -812,6 +820,13 @@ class JobRecoveryWorkflow:
             start_to_close_timeout=timedelta(seconds=30),
             heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
+            summary=story.audit_summary(len(events), self.inp.workload.job_id),
+        )
+
+    def _show_details(self) -> None:
+        """The Temporal UI's "current details": job, attempt, state, mode and last verdict."""
+        workflow.set_current_details(
+            story.current_details(self.carry.status, self.carry.phase.attempt_restarts)
         )
 
     def _job_data(self, job: JobSnapshot | None) -> dict[str, str | int | float | bool | None]:

@@ -15,6 +15,8 @@ import playwright.async_api as playwright_async
 import pytest
 import uvicorn
 from pydantic import SecretStr
+from temporalio.api.enums.v1 import EventType as HistoryEventType
+from temporalio.api.sdk.v1 import WorkflowMetadata
 
 from tests.e2e.stack import REPO, Stack, free_port
 from trainguard.api.app import create_app
@@ -25,6 +27,7 @@ from trainguard.models import EventType, Mode, WorkloadId, WorkloadStatus
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts"
 TOKEN = "e2e-console-token"
+TEMPORAL_UI = "http://temporal-ui.invalid:8080"
 ARGS = [
     "--headless=new",
     "--no-sandbox",
@@ -42,7 +45,10 @@ ARGS = [
 @pytest.fixture
 def console(stack: Stack) -> Iterator[str]:
     settings = stack.settings.model_copy(
-        update={"api": stack.settings.api.model_copy(update={"token": SecretStr(TOKEN), "port": free_port()})}
+        update={
+            "api": stack.settings.api.model_copy(update={"token": SecretStr(TOKEN), "port": free_port()}),
+            "temporal": stack.settings.temporal.model_copy(update={"ui_url": TEMPORAL_UI}),
+        }
     )
     store = AuditStore.from_url(settings.audit.url)
     app = create_app(settings, store=store, temporal=ClientTemporalControl(settings.temporal))
@@ -108,6 +114,17 @@ async def test_console_shows_a_real_recovery_and_switches_a_live_workload(stack:
             for kind in ("advice", "action", "allocation_restarted", "training_resumed", "completed"):
                 await expect(page.locator(f'li[data-event-type="{kind}"]').first).to_be_visible()
             await expect(page.get_by_test_id("fact-excluded-nodes")).to_have_text("node2")
+            # The timeline chart of the real recovery: two attempts, the fault, the lost time, the steps.
+            chart = page.get_by_test_id("workload-chart")
+            await expect(chart.locator(".scatterlayer .point").first).to_be_attached()
+            assert await chart.locator(".bars .point path").count() >= 3  # attempts 0 and 1, time lost
+            link = page.get_by_test_id("temporal-link")
+            rc, rj, rs = recovered_key.split("/")
+            wf_id = WorkloadId(cluster=rc, job_id=rj, submit_time=int(rs)).workflow_id
+            namespace = stack.settings.temporal.namespace
+            assert (
+                await link.get_attribute("href") == f"{TEMPORAL_UI}/namespaces/{namespace}/workflows/{wf_id}"
+            )
             await page.screenshot(path=str(ARTIFACTS / "console-real-recovery.png"), full_page=True)
 
             live_row = page.locator(f'tr[data-key="{live_key}"]')
@@ -130,3 +147,28 @@ async def test_console_shows_a_real_recovery_and_switches_a_live_workload(stack:
     changes = [e for e in stack.events(live.job_id) if e.event_type == EventType.MODE_CHANGED]
     assert changes and any(e.actor == "operator" for e in changes)
     stack.cluster._run(["scancel", live.job_id], check=False)
+
+    # In Temporal itself the recovered workflow reads as a story (user metadata, workflows/story.py).
+    handle = stack.client.get_workflow_handle(wf_id)
+    desc = await handle.describe()
+    summary = await desc.static_summary() or ""
+    assert summary.startswith(f"job {recovered.job_id} on {rc} · console-demo") and summary.endswith(
+        " · action"
+    )
+    assert f"**Job** {recovered.job_id} on cluster **{rc}**" in (await desc.static_details() or "")
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    assert "**state** completed" in meta.current_details and "gpu_hardware (hardware)" in meta.current_details
+    history = await handle.fetch_history()
+    converter = stack.client.data_converter.payload_converter
+    summaries = [
+        converter.from_payload(e.user_metadata.summary, str)
+        for e in history.events
+        if e.event_type == HistoryEventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    for expected in (
+        f"requeue-hold job {recovered.job_id}",
+        f"exclude job {recovered.job_id} (node2)",
+        f"release job {recovered.job_id}",
+        f"watch attempt 1 of job {recovered.job_id}",
+    ):
+        assert expected in summaries, (expected, summaries)

@@ -115,12 +115,14 @@ class _Temporal:
     def __init__(self) -> None:
         self.sent: list[tuple[str, object]] = []
         self.started: list[str] = []
+        self.summaries: list[object] = []
 
     def get_workflow_handle(self, workflow_id: str) -> _Handle:
         return _Handle(self.sent)
 
     async def start_workflow(self, *args: object, id: str, **kw: object) -> None:
         self.started.append(id)
+        self.summaries.append(kw.get("static_summary"))
 
 
 def test_discovery_reports_opted_in_het_jobs_once_and_starts_the_rest() -> None:
@@ -143,6 +145,8 @@ def test_discovery_reports_opted_in_het_jobs_once_and_starts_the_rest() -> None:
     assert len(temporal.sent) == 2 and all(name == "report_malformed" for name, _ in temporal.sent)
     started = {job_id for job_id, outcome in outcomes.items() if outcome == "started"}
     assert started == {"1", "5", "8"} and len(temporal.started) == 3  # train, array remainder, array task
+    # The Temporal UI lists each workflow by its job (workflows/story.py).
+    assert all(isinstance(s, str) and s.startswith("job ") and " on lab" in s for s in temporal.summaries)
 
 
 # --- sacct fallback (jobs slurmctld forgot after MinJobAge) ---------------------------------------

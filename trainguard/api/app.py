@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import trainguard.telemetry  # noqa: F401  (registers TrainGuard's metrics so /metrics always lists them)
 from trainguard import __version__
-from trainguard.api import advice, workloads
+from trainguard.api import advice, fleet, workloads
 from trainguard.api.deps import AppContext, context
 from trainguard.api.metrics import render_metrics, store_registry
 from trainguard.api.schemas import Health
@@ -29,6 +29,7 @@ from trainguard.api.temporal_control import (
     UpdateRejected,
     WorkflowNotFound,
 )
+from trainguard.api.vendor import console_page, install_vendor
 from trainguard.audit import AdviceNotFound, AuditStore
 from trainguard.models import clip
 from trainguard.settings import Settings
@@ -144,6 +145,8 @@ def create_app(
     _install_error_handlers(app)
     app.include_router(workloads.router)
     app.include_router(advice.router)
+    app.include_router(fleet.router)
+    install_vendor(app)
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     async def healthz() -> Health:
@@ -163,9 +166,11 @@ def create_app(
     if not settings.api.metrics_port:  # else create_metrics_app serves it on its own port
         _add_metrics_route(app, registry)
 
+    page = console_page(STATIC_DIR / "index.html")
+
     @app.get("/", include_in_schema=False)
-    async def console() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+    async def console() -> HTMLResponse:
+        return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

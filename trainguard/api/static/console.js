@@ -9,11 +9,21 @@ const TOKEN_KEY = "trainguard.token";
 const ATTENTION_STATES = new Set(["recovering", "held", "waiting"]);
 const BAD_STATES = new Set(["failed", "stopped"]);
 
+const CHART_REFRESH_MS = 15000;
+const VIEWS = ["workloads", "fleet", "nodes"];
+
 const state = {
   selected: null,   // {cluster, job_id, submit_time, key}
   events: [],       // timeline of the selected workload
   signature: "",
   detail: null,
+  view: "workloads",
+  chartSignature: {},  // chart name -> JSON last drawn (redraw only on change: keeps hovers steady)
+  chartLoadedAt: {},   // view -> when its data was last fetched
+  nodes: null,         // last node report
+  pickedNode: null,
+  modePicked: false,   // the operator chose a mode in the select and has not applied it yet
+  workloads: [],
 };
 
 function el(tag, attrs, ...children) {
@@ -144,9 +154,15 @@ function renderDetail(detail) {
   fact(dl, "attempts", String(s.attempts));
   fact(dl, "excluded nodes", detail.excluded_nodes.join(", ") || "none");
   fact(dl, "last category", s.last_category || "–");
-  fact(dl, "workflow", s.workflow_id);
+  const link = detail.temporal_url
+    ? el("a", { href: detail.temporal_url, target: "_blank", rel: "noopener noreferrer", class: "temporal",
+                "data-testid": "temporal-link" }, "open in Temporal UI ↗")
+    : null;
+  dl.append(el("dt", {}, "workflow"),
+    el("dd", { "data-testid": "fact-workflow" }, s.workflow_id, link ? " · " : null, link));
   const modeSelect = document.getElementById("workload-mode-select");
-  if (document.activeElement !== modeSelect) modeSelect.value = s.mode;
+  // A poll must not undo a choice the operator has made but not applied yet.
+  if (document.activeElement !== modeSelect && !state.modePicked) modeSelect.value = s.mode;
   document.getElementById("pause-button").textContent = s.paused ? "Resume monitoring" : "Pause monitoring";
   const box = document.getElementById("advice");
   const a = detail.current_advice;
@@ -216,13 +232,59 @@ async function refreshEvents() {
   renderTimeline();
 }
 
+function changed(name, data) {
+  const text = JSON.stringify(data);
+  if (state.chartSignature[name] === text) return false;
+  state.chartSignature[name] = text;
+  return true;
+}
+
+function evidenceItem(e, withWorkload) {
+  const item = el("li", { "data-testid": "evidence-item", "data-event-id": e.id },
+    el("div", {},
+      el("span", { class: "muted" }, fmtTime(e.ts)), " ",
+      el("span", { class: "badge" }, e.event_type.replace(/_/g, " ")), " ",
+      withWorkload ? workloadLink(e.workload_key) : null,
+      el("span", { class: "muted" }, " attempt " + e.attempt),
+      e.category ? " · " + e.category : null,
+      e.action ? " · " + e.action : null,
+      e.nodes.length ? " · nodes " + e.nodes.join(", ") : null));
+  if (e.message) item.append(el("div", {}, e.message));
+  if (e.evidence.length) item.append(el("pre", { class: "evidence" }, e.evidence.join("\n")));
+  return item;
+}
+
+function workloadLink(key) {
+  return el("a", { href: "#" + encodeURIComponent(key), "data-testid": "workload-link",
+                   onclick: (ev) => { ev.preventDefault(); openWorkload(key); } }, key);
+}
+
+function showWorkloadEvidence(e) {
+  const box = document.getElementById("workload-evidence");
+  box.className = "evidence-panel filled";
+  const list = el("ol", { class: "evidence-list" }, evidenceItem(e, false));
+  box.replaceChildren(list);
+}
+
+async function refreshTimeline(sel) {
+  const tl = await api(workloadPath(sel) + "/timeline");
+  if (state.selected !== sel) return null;
+  // A live attempt's bar grows with the clock: redraw on new events, else once a minute (hovers stay put).
+  const stable = Object.assign({}, tl, { now: Math.floor(Date.now() / 60000),
+    attempts: tl.attempts.map((a) => Object.assign({}, a, { end: null })) });
+  if (changed("timeline", stable)) await TGCharts.timeline(tl, showWorkloadEvidence);
+  return tl;
+}
+
 async function refreshSelected() {
   if (!state.selected) return;
   const sel = state.selected;
   const detail = await api(workloadPath(sel));
   if (state.selected !== sel) return;
+  const tl = await refreshTimeline(sel);
+  if (state.selected !== sel) return;
   state.detail = detail;
-  renderDetail(detail);
+  renderDetail(Object.assign({ temporal_url: tl ? tl.temporal_url : null }, detail));
   await refreshEvents();
 }
 
@@ -230,7 +292,13 @@ function selectWorkload(w) {
   state.selected = { cluster: w.cluster, job_id: w.job_id, submit_time: w.submit_time, key: w.workload_key };
   state.events = [];
   state.signature = "";
+  state.modePicked = false;
+  delete state.chartSignature.timeline;
   document.getElementById("timeline").replaceChildren();
+  const box = document.getElementById("workload-evidence");
+  box.className = "evidence-panel muted";
+  box.textContent = "Click a bar or a mark for its audit evidence; drag across the chart to zoom into a "
+    + "recovery, double-click to zoom out.";
   document.getElementById("detail").hidden = false;
   for (const row of document.querySelectorAll("#workloads tr.workload")) {
     row.classList.toggle("selected", row.dataset.key === w.workload_key);
@@ -239,15 +307,91 @@ function selectWorkload(w) {
   refreshSelected().catch((err) => showMessage("Cannot load workload: " + err.message, "error"));
 }
 
+function openWorkload(key) {
+  showView("workloads");
+  const found = state.workloads.find((w) => w.workload_key === key);
+  if (found) selectWorkload(found);
+  else showMessage("Workload " + key + " is not in the list (it may have been pruned).", "error");
+}
+
+function showView(name) {
+  if (!VIEWS.includes(name)) name = "workloads";
+  state.view = name;
+  for (const v of VIEWS) document.getElementById("view-" + v).hidden = v !== name;
+  for (const tab of document.querySelectorAll("#views .tab")) {
+    tab.classList.toggle("active", tab.dataset.view === name);
+  }
+  if (name !== "workloads") history.replaceState(null, "", "#" + name);
+  else if (state.selected) history.replaceState(null, "", "#" + encodeURIComponent(state.selected.key));
+  else history.replaceState(null, "", location.pathname);
+  TGCharts.resize();
+  refreshCharts(true).catch((err) => showMessage("Cannot load charts: " + err.message, "error"));
+}
+
+async function refreshFleet() {
+  const days = document.getElementById("fleet-days").value;
+  const summary = await api("/api/v1/fleet/summary?days=" + encodeURIComponent(days));
+  const total = summary.recoveries.reduce((n, r) => n + r.count, 0);
+  const lost = summary.goodput.reduce((n, r) => n + r.lost_s, 0);
+  document.getElementById("fleet-totals").textContent =
+    total + " recoveries · " + (lost / 3600).toFixed(1) + " h of training lost in the last " + days + " days";
+  if (changed("fleet", summary)) await TGCharts.fleet(summary, openWorkload);
+}
+
+function renderNodeTable(report) {
+  const body = document.querySelector("#nodes tbody");
+  body.replaceChildren(...report.nodes.map((n) => el("tr", {
+    "data-testid": "node-row", "data-node": n.node, class: n.node === state.pickedNode ? "picked" : "",
+    onclick: () => pickNode(n.node),
+  },
+    el("td", {}, n.node), el("td", {}, n.incidents), el("td", {}, n.exclusions), el("td", {}, n.advised_exclusions),
+    el("td", {}, n.drains),
+    el("td", {}, ...n.workloads.slice(0, 6).flatMap((k, i) => (i ? [", ", workloadLink(k)] : [workloadLink(k)])),
+      n.workloads.length > 6 ? " … +" + (n.workloads.length - 6) : null))));
+}
+
+function pickNode(node) {
+  state.pickedNode = node;
+  const found = state.nodes && state.nodes.nodes.find((n) => n.node === node);
+  for (const row of document.querySelectorAll("#nodes tbody tr")) {
+    row.classList.toggle("picked", row.dataset.node === node);
+  }
+  document.getElementById("node-evidence-title").textContent = "Evidence for " + node;
+  document.getElementById("node-evidence").replaceChildren(
+    ...(found ? found.evidence.map((e) => evidenceItem(e, true)) : []));
+}
+
+async function refreshNodes() {
+  const days = document.getElementById("nodes-days").value;
+  const report = await api("/api/v1/fleet/nodes?days=" + encodeURIComponent(days));
+  state.nodes = report;
+  if (!changed("nodes", report)) return;
+  renderNodeTable(report);
+  await TGCharts.nodes(report, pickNode);
+  if (state.pickedNode) pickNode(state.pickedNode);
+}
+
+async function refreshCharts(force) {
+  const view = state.view;
+  if (view === "workloads") return;
+  const last = state.chartLoadedAt[view] || 0;
+  if (!force && Date.now() - last < CHART_REFRESH_MS) return;
+  state.chartLoadedAt[view] = Date.now();
+  if (view === "fleet") await refreshFleet();
+  else await refreshNodes();
+}
+
 async function refreshAll() {
   const page = await api("/api/v1/workloads?limit=1000");
+  state.workloads = page.items;
   renderWorkloads(page.items);
-  if (!state.selected && location.hash.length > 1) {
+  if (!state.selected && location.hash.length > 1 && !VIEWS.includes(location.hash.slice(1))) {
     const wanted = decodeURIComponent(location.hash.slice(1));
     const found = page.items.find((w) => w.workload_key === wanted);
     if (found) selectWorkload(found);
   }
-  await refreshSelected();
+  await refreshCharts(false);
+  if (state.view === "workloads") await refreshSelected();
   const since = Date.now() / 1000 - AGREEMENT_WINDOW_S;
   renderAgreement(await api("/api/v1/agreement?since=" + since.toFixed(3)));
   document.getElementById("live").textContent = "live · updated " + new Date().toLocaleTimeString();
@@ -258,6 +402,7 @@ async function setWorkloadMode(event) {
   if (!state.selected) return;
   const mode = document.getElementById("workload-mode-select").value;
   if (!token() && !askToken()) return;
+  state.modePicked = false;
   try {
     const status = await api(workloadPath(state.selected) + "/mode", {
       method: "PUT", body: { mode, reason: "switched from the console" }, interactive: true,
@@ -330,8 +475,16 @@ async function loop() {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("workload-mode").addEventListener("submit", setWorkloadMode);
+  document.getElementById("workload-mode-select").addEventListener("change", () => { state.modePicked = true; });
   document.getElementById("pause-button").addEventListener("click", togglePause);
   document.getElementById("cluster-mode").addEventListener("submit", setClusterMode);
   document.getElementById("token-button").addEventListener("click", askToken);
+  for (const tab of document.querySelectorAll("#views .tab")) {
+    tab.addEventListener("click", () => showView(tab.dataset.view));
+  }
+  document.getElementById("fleet-days").addEventListener("change", () => showView("fleet"));
+  document.getElementById("nodes-days").addEventListener("change", () => showView("nodes"));
+  const wanted = location.hash.slice(1);
+  if (VIEWS.includes(wanted)) showView(wanted);
   loop();
 });
