@@ -176,6 +176,7 @@ def test_production_values_use_external_db_and_existing_secrets(chart: Path) -> 
     settings = Settings.model_validate(doc)
     assert settings.cluster.mode == "action" and settings.cluster.environment_pattern == "^prod$"
     assert settings.temporal.control_task_queue == "trainguard-control"
+    assert settings.temporal.ui_url == "https://temporal-ui.example.org"  # the console's workflow links
 
 
 def test_a_canary_release_gets_its_own_queues(chart: Path, tmp_path: Path) -> None:
