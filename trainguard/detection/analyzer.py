@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from trainguard.detection import collectives
 from trainguard.detection.catalog import Catalog, Signature, load_catalog
 from trainguard.detection.locate import locate, valid_node_name
 from trainguard.detection.normalize import Normalized, normalize
@@ -23,7 +24,7 @@ from trainguard.detection.progress import (
     training_finished,
 )
 from trainguard.detection.severity import benign_occurrence
-from trainguard.models import Finding, FindingSource, ProgressState, clip
+from trainguard.models import Attribution, Category, Finding, FindingSource, ProgressState, clip
 
 MAX_LINE_BYTES = 64 * 1024
 TRACEBACK_WINDOW_LINES = 400  # an exception line this far after "Traceback" still belongs to it
@@ -35,7 +36,9 @@ MAX_FINDINGS_PER_FEED = 500
 _TRACEBACK = "Traceback (most recent call last)"
 _ROOT_CAUSE = "Root Cause (first observed failure)"
 _ANSI = "\x1b["  # a coloured line may split a keyword: such lines are matched after normalising
-_EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE, _ANSI)
+_EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE, _ANSI, *collectives.KEYWORDS)
+MISSING_RANK_PATTERN = "collective_missing_rank"
+MAX_RANK_HOSTS = 65536
 _ROOT_HOST = re.compile(r"^\s*(?:\[\d+\]:?\s*)?host\s*:\s*(?P<host>\S+)\s*$")
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
 
@@ -74,6 +77,10 @@ class LogAnalyzer:
         self._root_cause_rank: int | None = None
         self._counts: dict[tuple[str, str], int] = {}
         self._emitted = 0
+        # rank -> host as the log states it (NCCL init lines per communicator size, launcher prefixes).
+        self._comm_hosts: dict[int, dict[int, str]] = {}
+        self._launcher_hosts: dict[int, str] = {}
+        self._world: int | None = None
 
     @property
     def progress(self) -> ProgressState:
@@ -126,6 +133,26 @@ class LogAnalyzer:
         if self._prefilter_hit(line):
             self._line(line, self._line_no, self._carry_offset, now, out)
         return out
+
+    @property
+    def world_size(self) -> int | None:
+        """The largest world the log states (NCCL's `nranks`, `world_size=`), None when it states none."""
+        return self._world
+
+    def rank_host(self, rank: int) -> str | None:
+        """The host the log itself places a global rank on (launcher prefix, or NCCL's init line of the
+        largest communicator: smaller ones number their ranks from 0 again), None when it does not say."""
+        if rank in self._launcher_hosts:
+            return self._launcher_hosts[rank]
+        if self._comm_hosts:
+            return self._comm_hosts[max(self._comm_hosts)].get(rank)
+        return None
+
+    def _node_for_rank(self, rank: int) -> str | None:
+        host = self.rank_host(rank)
+        if host is None and self._node_of_rank is not None:
+            host = self._node_of_rank(rank)
+        return host
 
     def check_hang(self, now: float) -> Finding | None:
         return self._tracker.check_hang(now)
@@ -191,6 +218,8 @@ class LogAnalyzer:
             r = _ROOT_RANK.match(line)
             if r:
                 self._root_cause_rank = int(r.group("rank"))
+        if self._collective_line(line, norm, line_no, offset, now, out):
+            return
         candidates = sorted({i for k in present for i in self._kw_sigs[k]})
         m = self._catalog.match_line(norm.text, candidates) if candidates else None
         if m is not None:
@@ -204,6 +233,55 @@ class LogAnalyzer:
             return
         if any(self._kw_progress[k] for k in present):
             self._progress(line, now, out)
+
+    def _collective_line(
+        self, line: str, norm: Normalized, line_no: int, offset: int, now: float, out: list[Finding]
+    ) -> bool:
+        """Learn rank -> host and the world size; emit PyTorch's own naming of the ranks a collective waited
+        for. True when the line was such a statement (nothing else to match on it)."""
+        text = norm.text
+        rank, world = collectives.rank_and_world(text)
+        if world is not None and 1 < world <= collectives.MAX_WORLD:
+            self._world = max(self._world or 0, world)
+        loc = None
+        if rank is not None and world is not None:
+            loc = locate(line, norm)
+            hosts = self._comm_hosts.setdefault(world, {})
+            if loc.nodes and len(hosts) < MAX_RANK_HOSTS:
+                hosts.setdefault(rank, loc.nodes[0])
+        elif norm.rank is not None and norm.host and valid_node_name(norm.host):
+            if len(self._launcher_hosts) < MAX_RANK_HOSTS:
+                self._launcher_hosts.setdefault(norm.rank, norm.host)
+        named = collectives.explicit_missing_ranks(text)
+        if named is None or not named.ranks:
+            return False
+        missing = named.ranks
+        nodes = collectives.nodes_of_ranks(missing, self._node_for_rank, max_nodes=2)
+        key = (MISSING_RANK_PATTERN, ",".join(map(str, missing)))
+        if self._counts.get(key, 0) >= MAX_FINDINGS_PER_KEY or self._emitted >= MAX_FINDINGS_PER_FEED:
+            return True
+        self._counts[key] = self._counts.get(key, 0) + 1
+        self._emitted += 1
+        out.append(
+            Finding(
+                source=FindingSource.LOG,
+                pattern_id=MISSING_RANK_PATTERN,
+                category=Category.NCCL_TIMEOUT,
+                # Never arrived: that rank's node. Went elsewhere: the timeout's usual reading stands.
+                attribution=Attribution.SYSTEM_SOFTWARE if named.diverged else Attribution.HARDWARE,
+                fatal=True,
+                cascade=True,  # decides only when no initiating error exists (a crash on that rank wins)
+                line=clip(line.strip()),
+                line_no=line_no,
+                offset=offset,
+                timestamp=now,
+                nodes=nodes,
+                rank=missing[0] if len(missing) == 1 else None,
+                detail="missing ranks " + ",".join(map(str, missing)),
+                priority=2,
+            )
+        )
+        return True
 
     def _progress(self, line: str, now: float, out: list[Finding]) -> None:
         p = parse_progress(line, self._config)
