@@ -19,12 +19,16 @@ from trainguard.detection.collectives import (
 from trainguard.models import Attribution, Category, JobSnapshot
 
 # NCCL's init line for global rank r of 8, printed with its host prefix: ranks 0-3 on gpu-a1, 4-7 on gpu-b2.
-INIT = "{host}:{pid}:{pid} [{dev}] NCCL INFO comm 0x5581 rank {rank} nranks 8 cudaDev {dev} busId 1b000 - Init COMPLETE"
+INIT = (
+    "{host}:{pid}:{pid} [{dev}] NCCL INFO comm 0x5581 rank {rank} nranks 8 cudaDev {dev} busId 1b000 "
+    "- Init COMPLETE"
+)
 
 
 def _init_lines() -> str:
     return "".join(
-        INIT.format(host="gpu-a1" if r < 4 else "gpu-b2", pid=1000 + r, dev=r % 4, rank=r) + "\n" for r in range(8)
+        INIT.format(host="gpu-a1" if r < 4 else "gpu-b2", pid=1000 + r, dev=r % 4, rank=r) + "\n"
+        for r in range(8)
     )
 
 
@@ -39,16 +43,28 @@ def _timeout(rank: int, seq: int = 4711, op: str = "ALLREDUCE") -> str:
 @pytest.mark.parametrize(
     ("line", "ranks", "diverged"),
     [
-        ("\t - To our best knowledge, ranks [3] are the lagging ranks that caused this timeout. They never joined", (3,), False),
+        (
+            "\t - To our best knowledge, ranks [3] are the lagging ranks that caused this timeout. "
+            "They never joined",
+            (3,),
+            False,
+        ),
         ("\t   - [2, 5] joined but didn't finish collective #7 (count from 1)", (2, 5), False),
         ("\t     [1] finished collective #2, but didn't join collective #3 (count from 1)", (1,), True),
         ("missing ranks: {1}", (1,), False),
-        ("Not all ranks joining collective for group 0:default_pg collective nccl:all_reduce Missing ranks are {1, 3}", (1, 3), False),
+        (
+            "Not all ranks joining collective for group 0:default_pg collective nccl:all_reduce "
+            "Missing ranks are {1, 3}",
+            (1, 3),
+            False,
+        ),
         ("RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms", (1,), False),
         ("[Rank 0]: Ranks 1, 2 failed to pass monitoredBarrier in 30000 ms", (1, 2), False),
     ],
 )
-def test_pytorch_naming_the_ranks_a_collective_waited_for(line: str, ranks: tuple[int, ...], diverged: bool) -> None:
+def test_pytorch_naming_the_ranks_a_collective_waited_for(
+    line: str, ranks: tuple[int, ...], diverged: bool
+) -> None:
     named = explicit_missing_ranks(line)
     assert named is not None and named.ranks == ranks and named.diverged == diverged
 
@@ -62,7 +78,10 @@ def test_rank_world_and_the_collective_a_timeout_names() -> None:
     assert rank_and_world(INIT.format(host="h1", pid=1, dev=0, rank=5)) == (5, 8)
     assert rank_and_world("Initializing process group: world_size=16, rank=3") == (None, 16)
     assert timed_out_work(_timeout(6)) == TimedOutWork("0", 6, 4711, "ALLREDUCE")
-    old = "[E ProcessGroupNCCL.cpp:821] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=BROADCAST, Timeout(ms)=1800000)"
+    old = (
+        "[E ProcessGroupNCCL.cpp:821] [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=9, OpType=BROADCAST, Timeout(ms)=1800000)"
+    )
     assert timed_out_work(old) == TimedOutWork("?", 2, 9, "BROADCAST")
     assert timed_out_work("ran for 1806789 milliseconds before timing out") is None
 
@@ -88,7 +107,9 @@ def test_silent_rank_of_an_aligned_timeout() -> None:
         ([*_works([0, 1]), TimedOutWork("1", 2, 10, "ALLREDUCE")], 4),  # two groups
     ],
 )
-def test_silent_ranks_decide_nothing_when_the_evidence_does_not(works: list[TimedOutWork], world: int | None) -> None:
+def test_silent_ranks_decide_nothing_when_the_evidence_does_not(
+    works: list[TimedOutWork], world: int | None
+) -> None:
     assert silent_ranks(works, world) == ()
 
 
@@ -125,7 +146,9 @@ def test_pytorch_naming_the_lagging_rank_decides_for_its_node() -> None:
 
 
 def test_a_rank_that_went_elsewhere_names_its_node_without_blaming_the_hardware() -> None:
-    text = _init_lines() + _timeout(0) + "     [6] finished collective #4710, but didn't join collective #4711\n"
+    text = (
+        _init_lines() + _timeout(0) + "     [6] finished collective #4710, but didn't join collective #4711\n"
+    )
     r = classify_text(text)
     assert (r.category, r.attribution, r.nodes) == ("nccl_timeout", "system_software", ["gpu-b2"])
     assert r.confidence < 0.7

@@ -246,7 +246,9 @@ def attribute(
         summary += f"; ranks timed out in different collectives ({', '.join(mismatch[:4])}): the program's"
     elif missing is not None:
         decider, nodes, confidence, why = missing
-        attribution = decider.attribution if decider.pattern_id == MISSING_RANK_PATTERN else Attribution.HARDWARE
+        attribution = (
+            decider.attribution if decider.pattern_id == MISSING_RANK_PATTERN else Attribution.HARDWARE
+        )
         where = f" line {decider.line_no}" if decider.line_no else ""
         summary = f"{decider.category.value} ({attribution.value}) from {decider.pattern_id}{where}; {why}"
         if nodes:

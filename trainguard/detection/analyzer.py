@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 
 from trainguard.detection import collectives
-from trainguard.detection.catalog import Catalog, Signature, load_catalog
+from trainguard.detection.catalog import PRIORITY_GENERIC, Catalog, Signature, load_catalog
 from trainguard.detection.locate import locate, valid_node_name
 from trainguard.detection.normalize import Normalized, normalize
 from trainguard.detection.prefilter import Prefilter
@@ -38,6 +38,26 @@ _ROOT_CAUSE = "Root Cause (first observed failure)"
 _ANSI = "\x1b["  # a coloured line may split a keyword: such lines are matched after normalising
 _EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE, _ANSI, *collectives.KEYWORDS)
 MISSING_RANK_PATTERN = "collective_missing_rank"
+MAX_TRACEBACK_STREAMS = 1024
+# Python's traceback grammar: a header, frames (indented, or `File "..."`; rich's boxed frames), then the
+# exception line right after the last frame: a dotted class name, optionally `(Cause)` (Ray), then
+# `: message` or nothing. Any name counts there, not only `...Error`: `torch._dynamo.exc.Unsupported`,
+# `KeyboardInterrupt`, `queue.Empty`.
+_FRAME_START = ('File "', "│", "╭", "╰", "^", "~", "+", "|")
+_EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)*(?:[A-Z][A-Za-z0-9_]*|[a-z_]*(?:error|exception|timeout))"
+    r"(?:\([A-Za-z_][A-Za-z0-9_.]*\))?(?::(?:\s.*)?)?\s*$"
+)
+_CLEAN_EXIT = re.compile(r"^SystemExit(?::\s*(?:0|None|)\s*)?$")
+TRACEBACK_EXCEPTION = Signature(
+    id="python_traceback_exception",
+    pattern=_EXCEPTION_LINE.pattern,
+    regex=_EXCEPTION_LINE,
+    keywords=(_TRACEBACK,),
+    category=Category.PYTHON_EXCEPTION,
+    attribution=Attribution.APPLICATION,
+    priority=PRIORITY_GENERIC,
+)
 MAX_RANK_HOSTS = 65536
 _ROOT_HOST = re.compile(r"^\s*(?:\[\d+\]:?\s*)?host\s*:\s*(?P<host>\S+)\s*$")
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
@@ -81,6 +101,9 @@ class LogAnalyzer:
         self._comm_hosts: dict[int, dict[int, str]] = {}
         self._launcher_hosts: dict[int, str] = {}
         self._world: int | None = None
+        # Open tracebacks per output stream (launcher rank / host prefix): was the last line a frame?
+        self._tracebacks: dict[tuple[int | None, int | None, str | None], bool] = {}
+        self._traceback_until = -1
 
     @property
     def progress(self) -> ProgressState:
@@ -110,7 +133,7 @@ class LogAnalyzer:
             line = bytes(self._carry)
             self._carry.clear()
             self._line_no += 1
-            if self._prefilter_hit(line):
+            if self._prefilter_hit(line) or self._inside_block(self._line_no):
                 self._line(line, self._line_no, self._carry_offset, now, out)
             start = nl + 1
         last_nl = data.rfind(b"\n")
@@ -130,7 +153,7 @@ class LogAnalyzer:
         self._carry.clear()
         self._line_no += 1
         out: list[Finding] = []
-        if self._prefilter_hit(line):
+        if self._prefilter_hit(line) or self._inside_block(self._line_no):
             self._line(line, self._line_no, self._carry_offset, now, out)
         return out
 
@@ -170,6 +193,10 @@ class LogAnalyzer:
         if room > 0:
             self._carry += chunk[:room]
 
+    def _inside_block(self, line_no: int) -> bool:
+        """Inside a root-cause block or an open traceback every line counts, keywords or not."""
+        return self._root_cause_until >= line_no or self._traceback_until > line_no
+
     def _prefilter_hit(self, line: bytes) -> bool:
         return any(kw in line for kw in self._prefilter.keywords)
 
@@ -182,7 +209,7 @@ class LogAnalyzer:
         pos = 0
         line_no = -1
         while pos < len(body):
-            if line_no >= 0 and self._root_cause_until > line_no:
+            if line_no >= 0 and (self._root_cause_until > line_no or self._traceback_until > line_no):
                 # Inside torchelastic's root-cause block every line counts, keywords or not.
                 ls, le = pos, body.find(b"\n", pos)
             else:
@@ -205,6 +232,7 @@ class LogAnalyzer:
         line = raw.decode("utf-8", errors="replace")
         norm = normalize(line)
         present = self._prefilter.present(norm.text.encode("utf-8") if _ANSI in line else raw)
+        exception_line = self._traceback_step(line, norm, line_no)
         if _TRACEBACK in line:
             self._last_traceback = line_no
         if _ROOT_CAUSE in line:
@@ -231,8 +259,35 @@ class LogAnalyzer:
             if sig.fatal and not benign and not (sig.requires_traceback and not recent_tb):
                 self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
             return
+        if exception_line and not benign_occurrence(norm.text, Category.PYTHON_EXCEPTION, PRIORITY_GENERIC):
+            self._finding(TRACEBACK_EXCEPTION, line, norm, line_no, offset, now, {}, out)
+            return
         if any(self._kw_progress[k] for k in present):
             self._progress(line, now, out)
+
+    def _traceback_step(self, line: str, norm: Normalized, line_no: int) -> bool:
+        """Follow Python tracebacks stream by stream; True on the exception line that ends one."""
+        stream = (norm.rank, norm.local_rank, norm.host)
+        if _TRACEBACK in line:
+            if stream in self._tracebacks or len(self._tracebacks) < MAX_TRACEBACK_STREAMS:
+                self._tracebacks[stream] = False
+            self._traceback_until = line_no + TRACEBACK_WINDOW_LINES
+            return False
+        if stream not in self._tracebacks:
+            return False
+        if line_no >= self._traceback_until:
+            self._tracebacks.clear()
+            return False
+        text = norm.text
+        if not text.strip():
+            return False
+        if text[0].isspace() or text.startswith(_FRAME_START):
+            self._tracebacks[stream] = True
+            return False
+        after_frame = self._tracebacks.pop(stream)
+        if not self._tracebacks:
+            self._traceback_until = -1
+        return after_frame and bool(_EXCEPTION_LINE.match(text)) and not _CLEAN_EXIT.match(text)
 
     def _collective_line(
         self, line: str, norm: Normalized, line_no: int, offset: int, now: float, out: list[Finding]
@@ -249,9 +304,13 @@ class LogAnalyzer:
             hosts = self._comm_hosts.setdefault(world, {})
             if loc.nodes and len(hosts) < MAX_RANK_HOSTS:
                 hosts.setdefault(rank, loc.nodes[0])
-        elif norm.rank is not None and norm.host and valid_node_name(norm.host):
-            if len(self._launcher_hosts) < MAX_RANK_HOSTS:
-                self._launcher_hosts.setdefault(norm.rank, norm.host)
+        elif (
+            norm.rank is not None
+            and norm.host
+            and valid_node_name(norm.host)
+            and len(self._launcher_hosts) < MAX_RANK_HOSTS
+        ):
+            self._launcher_hosts.setdefault(norm.rank, norm.host)
         named = collectives.explicit_missing_ranks(text)
         if named is None or not named.ranks:
             return False

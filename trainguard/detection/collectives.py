@@ -101,11 +101,14 @@ def timed_out_work(line: str, rank: int | None = None) -> TimedOutWork | None:
     if work is None:
         return None
     where = _PG.search(line)
+    reporter: int | None = rank
     if where:
         group, reporter = where.group("pg"), int(where.group("rank"))
     else:
         old = _OLD_RANK.search(line)
-        group, reporter = "?", int(old.group("rank")) if old else rank
+        group = "?"
+        if old:
+            reporter = int(old.group("rank"))
     if reporter is None:
         return None
     return TimedOutWork(group, reporter, int(work.group("seq")), work.group("op"))
