@@ -16,7 +16,7 @@ from trainguard.detection.collectives import (
     silent_ranks,
     timed_out_work,
 )
-from trainguard.models import Attribution, Category, JobSnapshot
+from trainguard.models import Attribution, Category, Finding, JobSnapshot
 
 # NCCL's init line for global rank r of 8, printed with its host prefix: ranks 0-3 on gpu-a1, 4-7 on gpu-b2.
 INIT = (
@@ -176,7 +176,7 @@ def test_the_survivors_nodes_are_never_blamed_for_their_own_timeout() -> None:
     assert r.nodes == []
 
 
-def _finding_lines(text: str) -> list:  # type: ignore[type-arg]
+def _finding_lines(text: str) -> list[Finding]:
     a = LogAnalyzer()
     return a.feed(text.encode(), now=1.0) + a.flush(now=1.0)
 
