@@ -154,3 +154,16 @@ def test_torchrun_child_failed_names_no_localhost_node() -> None:
 )
 def test_traceback_grammar_does_not_invent_failures(text: str) -> None:
     assert not classify_text(text).fatal
+
+
+def test_a_dataloader_workers_own_report_counts_only_when_the_parent_raises() -> None:
+    worker = "ERROR: Unexpected segmentation fault encountered in worker.\n"
+    carried_on = "INFO:train:Epoch 7 [70%]\n" + worker + "INFO:train:====> Epoch: 7\nINFO:train:Epoch 8 [5%]\n"
+    assert not classify_text(carried_on).fatal
+    raised = (
+        worker + "Traceback (most recent call last):\n"
+        '  File "train.py", line 3, in <module>\n'
+        "    for batch in loader:\n"
+    )
+    r = classify_text(raised)
+    assert (r.fatal, r.category, r.attribution) == (True, "data_loader", "system_software")

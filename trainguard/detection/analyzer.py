@@ -28,7 +28,8 @@ from trainguard.models import Attribution, Category, Finding, FindingSource, Pro
 
 MAX_LINE_BYTES = 64 * 1024
 TRACEBACK_WINDOW_LINES = 400  # an exception line this far after "Traceback" still belongs to it
-ROOT_CAUSE_WINDOW_LINES = 12  # torchelastic's "Root Cause" block is about this long
+ROOT_CAUSE_WINDOW_LINES = 12
+CONFIRM_WINDOW_LINES = 50  # a worker's report counts when the parent's traceback follows this closely  # torchelastic's "Root Cause" block is about this long
 MAX_FINDINGS_PER_KEY = 2  # per (signature, node/rank): the first ones order the failure
 MAX_FINDING_KEYS = 2048
 MAX_FINDINGS_PER_FEED = 500
@@ -103,6 +104,8 @@ class LogAnalyzer:
         self._world: int | None = None
         # Open tracebacks per output stream (launcher rank / host prefix): was the last line a frame?
         self._tracebacks: dict[tuple[int | None, int | None, str | None], bool] = {}
+        # Findings waiting for the main process's traceback (signatures with confirmed_by_traceback).
+        self._unconfirmed: list[tuple[int, Finding]] = []
         self._traceback_until = -1
 
     @property
@@ -235,6 +238,7 @@ class LogAnalyzer:
         exception_line = self._traceback_step(line, norm, line_no)
         if _TRACEBACK in line:
             self._last_traceback = line_no
+            self._confirm(line_no, out)
         if _ROOT_CAUSE in line:
             self._root_cause_until = line_no + ROOT_CAUSE_WINDOW_LINES
             self._root_cause_host = None
@@ -257,13 +261,26 @@ class LogAnalyzer:
             # A retried, caught or warned-about error is not a failure (the job carries on).
             benign = benign_occurrence(norm.text, sig.category, sig.priority)
             if sig.fatal and not benign and not (sig.requires_traceback and not recent_tb):
-                self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
+                if sig.confirmed_by_traceback:
+                    held: list[Finding] = []
+                    self._finding(m.signature, line, norm, line_no, offset, now, m.groups, held)
+                    self._unconfirmed.extend((line_no, f) for f in held[:1])
+                    del self._unconfirmed[:-MAX_FINDINGS_PER_KEY]
+                else:
+                    self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
             return
         if exception_line and not benign_occurrence(norm.text, Category.PYTHON_EXCEPTION, PRIORITY_GENERIC):
             self._finding(TRACEBACK_EXCEPTION, line, norm, line_no, offset, now, {}, out)
             return
         if any(self._kw_progress[k] for k in present):
             self._progress(line, now, out)
+
+    def _confirm(self, line_no: int, out: list[Finding]) -> None:
+        """A traceback arrived: the waiting worker reports just before it were the job's failure."""
+        for seen_at, f in self._unconfirmed:
+            if line_no - seen_at <= CONFIRM_WINDOW_LINES:
+                out.append(f)
+        self._unconfirmed.clear()
 
     def _traceback_step(self, line: str, norm: Normalized, line_no: int) -> bool:
         """Follow Python tracebacks stream by stream; True on the exception line that ends one."""
