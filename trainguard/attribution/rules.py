@@ -14,6 +14,8 @@ it failing (trainguard.detection.severity) can make the verdict fatal; the rest 
 
 Every verdict carries a confidence: platform verdicts 0.9, specific errors 0.8, generic ones 0.6, a
 bare signal kill 0.5, and cascades alone (a NCCL watchdog timeout with nothing that decides it) 0.45.
+A collective timeout is decided for one rank's node when PyTorch names the rank it waited for (0.7) or
+when that rank alone is silent in an otherwise aligned timeout (0.6; trainguard.detection.collectives).
 Corroboration by a second finding of the same category adds 0.05. The policy excludes no node on a
 verdict below its `exclude_min_confidence`.
 """
