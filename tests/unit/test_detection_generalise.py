@@ -158,7 +158,7 @@ def test_traceback_grammar_does_not_invent_failures(text: str) -> None:
 
 def test_a_dataloader_workers_own_report_counts_only_when_the_parent_raises() -> None:
     worker = "ERROR: Unexpected segmentation fault encountered in worker.\n"
-    carried_on = "INFO:train:Epoch 7 [70%]\n" + worker + "INFO:train:====> Epoch: 7\nINFO:train:Epoch 8 [5%]\n"
+    carried_on = "INFO:train:Epoch 7 [70%]\n" + worker + "INFO:train:Epoch 8 [5%]\n"
     assert not classify_text(carried_on).fatal
     raised = (
         worker + "Traceback (most recent call last):\n"

@@ -28,8 +28,8 @@ from trainguard.models import Attribution, Category, Finding, FindingSource, Pro
 
 MAX_LINE_BYTES = 64 * 1024
 TRACEBACK_WINDOW_LINES = 400  # an exception line this far after "Traceback" still belongs to it
-ROOT_CAUSE_WINDOW_LINES = 12
-CONFIRM_WINDOW_LINES = 50  # a worker's report counts when the parent's traceback follows this closely  # torchelastic's "Root Cause" block is about this long
+ROOT_CAUSE_WINDOW_LINES = 12  # torchelastic's "Root Cause" block is about this long
+CONFIRM_WINDOW_LINES = 50  # a worker's report counts when the parent's traceback follows this closely
 MAX_FINDINGS_PER_KEY = 2  # per (signature, node/rank): the first ones order the failure
 MAX_FINDING_KEYS = 2048
 MAX_FINDINGS_PER_FEED = 500
