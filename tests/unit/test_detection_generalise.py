@@ -73,6 +73,53 @@ CASES = [
         "Nov 30 12:00:00 gpu-9 kernel: NVRM: Xid (PCI:0018:01:00): 149, NETIR Error\n",
         ("gpu_hardware", "hardware"),
     ),
+    (
+        "a traceback ending in an exception whose name is not ...Error",
+        "[rank1]:Traceback (most recent call last):\n"
+        '[rank1]:  File "train.py", line 80, in <module>\n'
+        "[rank0]:step 12 loss 2.1\n"
+        "[rank1]:    model = torch.compile(model)(batch)\n"
+        "[rank1]:torch._dynamo.exc.Unsupported: call_function UserDefinedObjectVariable\n",
+        ("python_exception", "application"),
+    ),
+    (
+        "Ray echoing a worker's wrapped exception",
+        "(RayTrainWorker pid=4242, ip=10.0.0.7) ray.exceptions.RayTaskError(ValueError): ray::train() "
+        "(pid=4242, ip=10.0.0.7)\n",
+        ("python_exception", "application"),
+    ),
+    (
+        "nvidia-smi -q shows a pending row remap",
+        "    Remapped Rows\n        Correctable Error                 : 0\n"
+        "        Uncorrectable Error               : 2\n        Pending                           : Yes\n",
+        ("gpu_hardware", "hardware"),
+    ),
+    (
+        "srun's per-task host OOM verdict",
+        "slurmstepd: error: Detected 1 oom_kill event in StepId=77.0.\n"
+        "srun: error: gpu-3: task 1: Out Of Memory\n",
+        ("killed_oom_host", "application"),
+    ),
+    (
+        "Open MPI's InfiniBand retry verdict",
+        "The InfiniBand retry count between two MPI processes has been exceeded.\n",
+        ("interconnect", "infrastructure"),
+    ),
+    (
+        "Slurm could not launch the step on a node",
+        "srun: error: Task launch for StepId=12.0 failed on node gpu-12: Communication connection failure\n",
+        ("slurm_node_failure", "hardware"),
+    ),
+    (
+        "a kernel block-device I/O error under the checkpoint directory",
+        "[1234.5] blk_update_request: I/O error, dev nvme0n1, sector 12345 op 0x1:(WRITE)\n",
+        ("storage_io", "infrastructure"),
+    ),
+    (
+        "unspecified launch failure is the kernel's, i.e. the application's",
+        "RuntimeError: CUDA error: unspecified launch failure\n",
+        ("cuda_illegal_access", "application"),
+    ),
 ]
 
 
@@ -92,3 +139,31 @@ def test_torchrun_child_failed_names_no_localhost_node() -> None:
     )
     r = classify_text(text)
     assert (r.category, r.attribution, r.nodes) == ("cuda_illegal_access", "application", [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a clean exit through SystemExit is no failure
+        'Traceback (most recent call last):\n  File "t.py", line 1, in <module>\nSystemExit: 0\n',
+        # a truncated traceback names no exception: unexplained, not fatal (confidence says so)
+        'Traceback (most recent call last):\n  File "t.py", line 1, in <module>\n',
+        # a name-like line that does not follow a frame is not an exception line
+        "Traceback (most recent call last):\nEpoch: 3\n",
+    ],
+)
+def test_traceback_grammar_does_not_invent_failures(text: str) -> None:
+    assert not classify_text(text).fatal
+
+
+def test_a_dataloader_workers_own_report_counts_only_when_the_parent_raises() -> None:
+    worker = "ERROR: Unexpected segmentation fault encountered in worker.\n"
+    carried_on = "INFO:train:Epoch 7 [70%]\n" + worker + "INFO:train:Epoch 8 [5%]\n"
+    assert not classify_text(carried_on).fatal
+    raised = (
+        worker + "Traceback (most recent call last):\n"
+        '  File "train.py", line 3, in <module>\n'
+        "    for batch in loader:\n"
+    )
+    r = classify_text(raised)
+    assert (r.fatal, r.category, r.attribution) == (True, "data_loader", "system_software")

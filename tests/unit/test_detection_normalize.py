@@ -85,6 +85,9 @@ def test_every_layout_implicates_the_slurm_node(layout: str, line: str, host: st
             None,
         ),
         ("Error: something failed: here", "Error: something failed: here", None, None, None),
+        ("(RayTrainWorker pid=4242, ip=10.0.0.7) RuntimeError: x", "RuntimeError: x", None, None, None),
+        ("(pid=9) [rank2]: ValueError: x", "ValueError: x", None, 2, None),
+        ("[2024-05-01 10:00:00,123] 3: KeyError: 'x'", "KeyError: 'x'", None, 3, None),
     ],
 )
 def test_launcher_prefixes(

@@ -14,6 +14,8 @@ it failing (trainguard.detection.severity) can make the verdict fatal; the rest 
 
 Every verdict carries a confidence: platform verdicts 0.9, specific errors 0.8, generic ones 0.6, a
 bare signal kill 0.5, and cascades alone (a NCCL watchdog timeout with nothing that decides it) 0.45.
+A collective timeout is decided for one rank's node when PyTorch names the rank it waited for (0.7) or
+when that rank alone is silent in an otherwise aligned timeout (0.6; trainguard.detection.collectives).
 Corroboration by a second finding of the same category adds 0.05. The policy excludes no node on a
 verdict below its `exclude_min_confidence`.
 """
@@ -24,6 +26,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
+from trainguard.detection import collectives
 from trainguard.detection.severity import (
     job_is_running,
     shows_running_job_failing,
@@ -36,6 +39,11 @@ MAX_EVIDENCE = 5
 
 _CONFIDENCE = {3: 0.9, 2: 0.8, 1: 0.6}
 CASCADE_ONLY_CONFIDENCE = 0.45
+# A collective timeout decided for one rank's node: PyTorch named the rank (desync report, flight
+# recorder, monitored barrier), or the rank was the one silent in an otherwise aligned timeout.
+NAMED_RANK_CONFIDENCE = 0.7
+SILENT_RANK_CONFIDENCE = 0.6
+MISSING_RANK_PATTERN = "collective_missing_rank"
 SIGNAL_KILL_CONFIDENCE = 0.5
 WATCHED_CONFIDENCE = 0.6
 _WORK = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>[A-Z_]+)")
@@ -71,7 +79,8 @@ def block_layout(job: JobSnapshot, tasks_per_node: int) -> Callable[[int], str |
 def _nodes_of(f: Finding, node_of_rank: Callable[[int], str | None] | None) -> tuple[str, ...]:
     if f.nodes:
         return f.nodes
-    if f.rank is not None and node_of_rank is not None:
+    # A cascade is printed where the symptom was seen (a survivor): its rank's node is not the cause.
+    if f.rank is not None and node_of_rank is not None and not f.cascade:
         node = node_of_rank(f.rank)
         if node:
             return (node,)
@@ -125,6 +134,36 @@ def _mismatched_collectives(cascades: Sequence[Finding]) -> tuple[str, ...]:
     return ()
 
 
+def _missing_rank(
+    fatal: Sequence[Finding],
+    world_size: int | None,
+    layout: Callable[[int], str | None] | None,
+) -> tuple[Finding, tuple[str, ...], float, str] | None:
+    """(decider, nodes, confidence, why) when the cascades name the one rank a collective waited for."""
+    named = sorted((f for f in fatal if f.pattern_id == MISSING_RANK_PATTERN), key=order_key)
+    if named:
+        first = named[0]
+        nodes = first.nodes
+        if not nodes and first.rank is not None:
+            nodes = collectives.nodes_of_ranks((first.rank,), layout)
+        why = f"PyTorch names the rank(s) the collective waited for ({first.detail})"
+        sure = bool(nodes) and first.attribution == Attribution.HARDWARE
+        return first, nodes, NAMED_RANK_CONFIDENCE if sure else SILENT_RANK_CONFIDENCE, why
+    timeouts = [f for f in fatal if f.category == Category.NCCL_TIMEOUT]
+    works = [w for f in timeouts if (w := collectives.timed_out_work(f.line, f.rank)) is not None]
+    silent = collectives.silent_ranks(works, world_size)
+    nodes = collectives.nodes_of_ranks(silent, layout)
+    if not nodes:
+        return None
+    first = min(timeouts, key=order_key)
+    ranks = ",".join(map(str, silent))
+    why = (
+        f"every reporting rank timed out in the same collective (SeqNum={works[0].seq} {works[0].op}); "
+        f"rank(s) {ranks} of {world_size} never reported"
+    )
+    return first, nodes, SILENT_RANK_CONFIDENCE, why
+
+
 def _watched(findings: Sequence[Finding], why: str) -> Verdict:
     fatal = sorted((f for f in findings if f.fatal), key=order_key)
     first = fatal[0] if fatal else None
@@ -145,9 +184,16 @@ def attribute(
     *,
     tasks_per_node: int | None = None,
     node_of_rank: Callable[[int], str | None] | None = None,
+    world_size: int | None = None,
 ) -> Verdict:
     if node_of_rank is None and job is not None and tasks_per_node:
         node_of_rank = block_layout(job, tasks_per_node)
+    if world_size is None and job is not None and job.num_tasks > 0:
+        world_size = job.num_tasks
+    # For naming a missing rank's node only: the allocation's order when nothing better is known.
+    layout = node_of_rank
+    if layout is None and job is not None and job.nodes:
+        layout = collectives.allocation_layout(job.nodes, job.num_tasks)
     own, foreign = split_by_allocation(findings, job)
     findings = [slurm_names(f, job) for f in own]
     if job_is_running(job) and any(f.fatal for f in findings):
@@ -195,9 +241,21 @@ def attribute(
             f"signal kill (SIGKILL) with no OOM evidence, cause unknown, from {decider.pattern_id}{where}"
         )
     mismatch = () if initiating else _mismatched_collectives(fatal)
+    missing = None if initiating or mismatch else _missing_rank(fatal, world_size, layout)
+    nodes = _implicated(decider, fatal, node_of_rank)
     if mismatch:
         attribution, confidence = Attribution.APPLICATION, 0.7
         summary += f"; ranks timed out in different collectives ({', '.join(mismatch[:4])}): the program's"
+    elif missing is not None:
+        decider, nodes, confidence, why = missing
+        attribution = (
+            decider.attribution if decider.pattern_id == MISSING_RANK_PATTERN else Attribution.HARDWARE
+        )
+        where = f" line {decider.line_no}" if decider.line_no else ""
+        summary = f"{decider.category.value} ({attribution.value}) from {decider.pattern_id}{where}; {why}"
+        if nodes:
+            summary += f": node {', '.join(nodes)}"
+        others = [f for f in fatal if f is not decider]
     if cascades and initiating:
         summary += f"; {cascades} cascade finding(s) set aside"
     if foreign:
@@ -207,7 +265,7 @@ def attribute(
         attribution=attribution,
         fatal=True,
         confidence=round(confidence, 2),
-        nodes=_implicated(decider, fatal, node_of_rank),
+        nodes=nodes,
         evidence=_evidence(decider, others),
         summary=summary,
         pattern_ids=tuple(dict.fromkeys(f.pattern_id for f in (decider, *sorted(others, key=order_key)))),

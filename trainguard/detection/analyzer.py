@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from trainguard.detection.catalog import Catalog, Signature, load_catalog
+from trainguard.detection import collectives
+from trainguard.detection.catalog import PRIORITY_GENERIC, Catalog, Signature, load_catalog
 from trainguard.detection.locate import locate, valid_node_name
 from trainguard.detection.normalize import Normalized, normalize
 from trainguard.detection.prefilter import Prefilter
@@ -23,11 +24,12 @@ from trainguard.detection.progress import (
     training_finished,
 )
 from trainguard.detection.severity import benign_occurrence
-from trainguard.models import Finding, FindingSource, ProgressState, clip
+from trainguard.models import Attribution, Category, Finding, FindingSource, ProgressState, clip
 
 MAX_LINE_BYTES = 64 * 1024
 TRACEBACK_WINDOW_LINES = 400  # an exception line this far after "Traceback" still belongs to it
 ROOT_CAUSE_WINDOW_LINES = 12  # torchelastic's "Root Cause" block is about this long
+CONFIRM_WINDOW_LINES = 50  # a worker's report counts when the parent's traceback follows this closely
 MAX_FINDINGS_PER_KEY = 2  # per (signature, node/rank): the first ones order the failure
 MAX_FINDING_KEYS = 2048
 MAX_FINDINGS_PER_FEED = 500
@@ -35,7 +37,29 @@ MAX_FINDINGS_PER_FEED = 500
 _TRACEBACK = "Traceback (most recent call last)"
 _ROOT_CAUSE = "Root Cause (first observed failure)"
 _ANSI = "\x1b["  # a coloured line may split a keyword: such lines are matched after normalising
-_EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE, _ANSI)
+_EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE, _ANSI, *collectives.KEYWORDS)
+MISSING_RANK_PATTERN = "collective_missing_rank"
+MAX_TRACEBACK_STREAMS = 1024
+# Python's traceback grammar: a header, frames (indented, or `File "..."`; rich's boxed frames), then the
+# exception line right after the last frame: a dotted class name, optionally `(Cause)` (Ray), then
+# `: message` or nothing. Any name counts there, not only `...Error`: `torch._dynamo.exc.Unsupported`,
+# `KeyboardInterrupt`, `queue.Empty`.
+_FRAME_START = ('File "', "│", "╭", "╰", "^", "~", "+", "|")
+_EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)*(?:[A-Z][A-Za-z0-9_]*|[a-z_]*(?:error|exception|timeout))"
+    r"(?:\([A-Za-z_][A-Za-z0-9_.]*\))?(?::(?:\s.*)?)?\s*$"
+)
+_CLEAN_EXIT = re.compile(r"^SystemExit(?::\s*(?:0|None|)\s*)?$")
+TRACEBACK_EXCEPTION = Signature(
+    id="python_traceback_exception",
+    pattern=_EXCEPTION_LINE.pattern,
+    regex=_EXCEPTION_LINE,
+    keywords=(_TRACEBACK,),
+    category=Category.PYTHON_EXCEPTION,
+    attribution=Attribution.APPLICATION,
+    priority=PRIORITY_GENERIC,
+)
+MAX_RANK_HOSTS = 65536
 _ROOT_HOST = re.compile(r"^\s*(?:\[\d+\]:?\s*)?host\s*:\s*(?P<host>\S+)\s*$")
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
 
@@ -74,6 +98,15 @@ class LogAnalyzer:
         self._root_cause_rank: int | None = None
         self._counts: dict[tuple[str, str], int] = {}
         self._emitted = 0
+        # rank -> host as the log states it (NCCL init lines per communicator size, launcher prefixes).
+        self._comm_hosts: dict[int, dict[int, str]] = {}
+        self._launcher_hosts: dict[int, str] = {}
+        self._world: int | None = None
+        # Open tracebacks per output stream (launcher rank / host prefix): was the last line a frame?
+        self._tracebacks: dict[tuple[int | None, int | None, str | None], bool] = {}
+        # Findings waiting for the main process's traceback (signatures with confirmed_by_traceback).
+        self._unconfirmed: list[tuple[int, Finding]] = []
+        self._traceback_until = -1
 
     @property
     def progress(self) -> ProgressState:
@@ -103,7 +136,7 @@ class LogAnalyzer:
             line = bytes(self._carry)
             self._carry.clear()
             self._line_no += 1
-            if self._prefilter_hit(line):
+            if self._prefilter_hit(line) or self._inside_block(self._line_no):
                 self._line(line, self._line_no, self._carry_offset, now, out)
             start = nl + 1
         last_nl = data.rfind(b"\n")
@@ -123,9 +156,29 @@ class LogAnalyzer:
         self._carry.clear()
         self._line_no += 1
         out: list[Finding] = []
-        if self._prefilter_hit(line):
+        if self._prefilter_hit(line) or self._inside_block(self._line_no):
             self._line(line, self._line_no, self._carry_offset, now, out)
         return out
+
+    @property
+    def world_size(self) -> int | None:
+        """The largest world the log states (NCCL's `nranks`, `world_size=`), None when it states none."""
+        return self._world
+
+    def rank_host(self, rank: int) -> str | None:
+        """The host the log itself places a global rank on (launcher prefix, or NCCL's init line of the
+        largest communicator: smaller ones number their ranks from 0 again), None when it does not say."""
+        if rank in self._launcher_hosts:
+            return self._launcher_hosts[rank]
+        if self._comm_hosts:
+            return self._comm_hosts[max(self._comm_hosts)].get(rank)
+        return None
+
+    def _node_for_rank(self, rank: int) -> str | None:
+        host = self.rank_host(rank)
+        if host is None and self._node_of_rank is not None:
+            host = self._node_of_rank(rank)
+        return host
 
     def check_hang(self, now: float) -> Finding | None:
         return self._tracker.check_hang(now)
@@ -143,6 +196,10 @@ class LogAnalyzer:
         if room > 0:
             self._carry += chunk[:room]
 
+    def _inside_block(self, line_no: int) -> bool:
+        """Inside a root-cause block or an open traceback every line counts, keywords or not."""
+        return self._root_cause_until >= line_no or self._traceback_until > line_no
+
     def _prefilter_hit(self, line: bytes) -> bool:
         return any(kw in line for kw in self._prefilter.keywords)
 
@@ -155,7 +212,7 @@ class LogAnalyzer:
         pos = 0
         line_no = -1
         while pos < len(body):
-            if line_no >= 0 and self._root_cause_until > line_no:
+            if line_no >= 0 and (self._root_cause_until > line_no or self._traceback_until > line_no):
                 # Inside torchelastic's root-cause block every line counts, keywords or not.
                 ls, le = pos, body.find(b"\n", pos)
             else:
@@ -178,8 +235,10 @@ class LogAnalyzer:
         line = raw.decode("utf-8", errors="replace")
         norm = normalize(line)
         present = self._prefilter.present(norm.text.encode("utf-8") if _ANSI in line else raw)
+        exception_line = self._traceback_step(line, norm, line_no)
         if _TRACEBACK in line:
             self._last_traceback = line_no
+            self._confirm(line_no, out)
         if _ROOT_CAUSE in line:
             self._root_cause_until = line_no + ROOT_CAUSE_WINDOW_LINES
             self._root_cause_host = None
@@ -191,6 +250,8 @@ class LogAnalyzer:
             r = _ROOT_RANK.match(line)
             if r:
                 self._root_cause_rank = int(r.group("rank"))
+        if self._collective_line(line, norm, line_no, offset, now, out):
+            return
         candidates = sorted({i for k in present for i in self._kw_sigs[k]})
         m = self._catalog.match_line(norm.text, candidates) if candidates else None
         if m is not None:
@@ -200,10 +261,103 @@ class LogAnalyzer:
             # A retried, caught or warned-about error is not a failure (the job carries on).
             benign = benign_occurrence(norm.text, sig.category, sig.priority)
             if sig.fatal and not benign and not (sig.requires_traceback and not recent_tb):
-                self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
+                if sig.confirmed_by_traceback:
+                    held: list[Finding] = []
+                    self._finding(m.signature, line, norm, line_no, offset, now, m.groups, held)
+                    self._unconfirmed.extend((line_no, f) for f in held[:1])
+                    del self._unconfirmed[:-MAX_FINDINGS_PER_KEY]
+                else:
+                    self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
+            return
+        if exception_line and not benign_occurrence(norm.text, Category.PYTHON_EXCEPTION, PRIORITY_GENERIC):
+            self._finding(TRACEBACK_EXCEPTION, line, norm, line_no, offset, now, {}, out)
             return
         if any(self._kw_progress[k] for k in present):
             self._progress(line, now, out)
+
+    def _confirm(self, line_no: int, out: list[Finding]) -> None:
+        """A traceback arrived: the waiting worker reports just before it were the job's failure."""
+        for seen_at, f in self._unconfirmed:
+            if line_no - seen_at <= CONFIRM_WINDOW_LINES:
+                out.append(f)
+        self._unconfirmed.clear()
+
+    def _traceback_step(self, line: str, norm: Normalized, line_no: int) -> bool:
+        """Follow Python tracebacks stream by stream; True on the exception line that ends one."""
+        stream = (norm.rank, norm.local_rank, norm.host)
+        if _TRACEBACK in line:
+            if stream in self._tracebacks or len(self._tracebacks) < MAX_TRACEBACK_STREAMS:
+                self._tracebacks[stream] = False
+            self._traceback_until = line_no + TRACEBACK_WINDOW_LINES
+            return False
+        if stream not in self._tracebacks:
+            return False
+        if line_no >= self._traceback_until:
+            self._tracebacks.clear()
+            return False
+        text = norm.text
+        if not text.strip():
+            return False
+        if text[0].isspace() or text.startswith(_FRAME_START):
+            self._tracebacks[stream] = True
+            return False
+        after_frame = self._tracebacks.pop(stream)
+        if not self._tracebacks:
+            self._traceback_until = -1
+        return after_frame and bool(_EXCEPTION_LINE.match(text)) and not _CLEAN_EXIT.match(text)
+
+    def _collective_line(
+        self, line: str, norm: Normalized, line_no: int, offset: int, now: float, out: list[Finding]
+    ) -> bool:
+        """Learn rank -> host and the world size; emit PyTorch's own naming of the ranks a collective waited
+        for. True when the line was such a statement (nothing else to match on it)."""
+        text = norm.text
+        rank, world = collectives.rank_and_world(text)
+        if world is not None and 1 < world <= collectives.MAX_WORLD:
+            self._world = max(self._world or 0, world)
+        loc = None
+        if rank is not None and world is not None:
+            loc = locate(line, norm)
+            hosts = self._comm_hosts.setdefault(world, {})
+            if loc.nodes and len(hosts) < MAX_RANK_HOSTS:
+                hosts.setdefault(rank, loc.nodes[0])
+        elif (
+            norm.rank is not None
+            and norm.host
+            and valid_node_name(norm.host)
+            and len(self._launcher_hosts) < MAX_RANK_HOSTS
+        ):
+            self._launcher_hosts.setdefault(norm.rank, norm.host)
+        named = collectives.explicit_missing_ranks(text)
+        if named is None or not named.ranks:
+            return False
+        missing = named.ranks
+        nodes = collectives.nodes_of_ranks(missing, self._node_for_rank, max_nodes=2)
+        key = (MISSING_RANK_PATTERN, ",".join(map(str, missing)))
+        if self._counts.get(key, 0) >= MAX_FINDINGS_PER_KEY or self._emitted >= MAX_FINDINGS_PER_FEED:
+            return True
+        self._counts[key] = self._counts.get(key, 0) + 1
+        self._emitted += 1
+        out.append(
+            Finding(
+                source=FindingSource.LOG,
+                pattern_id=MISSING_RANK_PATTERN,
+                category=Category.NCCL_TIMEOUT,
+                # Never arrived: that rank's node. Went elsewhere: the timeout's usual reading stands.
+                attribution=Attribution.SYSTEM_SOFTWARE if named.diverged else Attribution.HARDWARE,
+                fatal=True,
+                cascade=True,  # decides only when no initiating error exists (a crash on that rank wins)
+                line=clip(line.strip()),
+                line_no=line_no,
+                offset=offset,
+                timestamp=now,
+                nodes=nodes,
+                rank=missing[0] if len(missing) == 1 else None,
+                detail="missing ranks " + ",".join(map(str, missing)),
+                priority=2,
+            )
+        )
+        return True
 
     def _progress(self, line: str, now: float, out: list[Finding]) -> None:
         p = parse_progress(line, self._config)

@@ -43,6 +43,9 @@ class Signature:
     cascade: bool = False
     priority: int = PRIORITY_SPECIFIC
     requires_traceback: bool = False
+    # Only a failure when the main process's Python traceback follows shortly after (a worker's own
+    # report of its death: the parent decides whether the job goes down with it).
+    confirmed_by_traceback: bool = False
     examples: tuple[str, ...] = ()
     counter_examples: tuple[str, ...] = ()
     table: str = ""  # "xid": category, severity and id come from NVIDIA's Xid catalog per code
@@ -158,6 +161,7 @@ def _parse_entry(raw: Any, index: int) -> Signature:
         cascade=bool(raw.get("cascade", False)),
         priority=priority,
         requires_traceback=bool(raw.get("requires_traceback", False)),
+        confirmed_by_traceback=bool(raw.get("confirmed_by_traceback", False)),
         examples=tuple(str(e) for e in raw.get("examples", ()) or ()),
         counter_examples=tuple(str(e) for e in raw.get("counter_examples", ()) or ()),
         table=str(raw.get("table", "") or ""),

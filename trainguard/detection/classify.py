@@ -118,7 +118,8 @@ def classify_bytes(
         hang = static_hang(tail, cfg, state.recent_step_ms or state.baseline_step_ms)
         if hang is not None:
             findings.append(hang)
-    verdict = attribute(findings)
+    # The static excerpt has no job: ranks map to hosts only where the log itself says so.
+    verdict = attribute(findings, node_of_rank=analyzer.rank_host, world_size=analyzer.world_size)
     category = verdict.category
     fatal = verdict.fatal
     confidence = verdict.confidence

@@ -25,8 +25,10 @@ _SYSLOG = re.compile(
 )
 # dmesg (`[12345.678901] `), dmesg -T (`[Mon Nov 30 12:00:00 2026] `), and a bare ISO stamp.
 _KERNEL_STAMP = re.compile(
-    rf"^(?:\[\s*\d+\.\d+\]|\[{_DAY} {_MONTH} +\d{{1,2}} \d\d:\d\d:\d\d \d{{4}}\]|{_ISO_STAMP}:?) "
+    rf"^(?:\[\s*\d+\.\d+\]|\[{_DAY} {_MONTH} +\d{{1,2}} \d\d:\d\d:\d\d \d{{4}}\]|\[?{_ISO_STAMP}\]?:?) "
 )
+# Ray's driver echo of a worker's output: `(pid=123) `, `(RayTrainWorker pid=123, ip=10.0.0.1) `.
+_RAY = re.compile(r"^\((?:[A-Za-z_][A-Za-z0-9_.:-]{0,64} )?pid=\d{1,10}(?:, ip=[0-9A-Fa-f.:]{1,45})?\) ")
 _PDSH = re.compile(rf"^(?P<host>{_HOST}): ")
 _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<rank>\d{1,6}): ")
 _TORCHRUN_RANK = re.compile(r"^\[(?:[Rr]ank ?)(?P<rank>\d{1,6})\]: ?")
@@ -99,6 +101,10 @@ def normalize(line: str) -> Normalized:
             text = text[m.end() :]
             continue
         m = _KERNEL_STAMP.match(text)
+        if m:
+            text = text[m.end() :]
+            continue
+        m = _RAY.match(text)
         if m:
             text = text[m.end() :]
             continue
