@@ -7,12 +7,11 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import PORT_OFFSET
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.sshd import LocalSSHD
 from trainguard.slurm.client import SlurmClient
@@ -23,30 +22,15 @@ pytestmark = [
     pytest.mark.e2e,
 ]
 
-# Per port offset: checkouts running at once must not share pid files and state.
-BASE = Path(os.environ.get("TG_E2E_SSH_DIR", f"/tmp/tg-h1/e2e-ssh-{PORT_OFFSET}"))
-SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "26822")) + PORT_OFFSET
-CTLD_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "26837")) + PORT_OFFSET
+
+@pytest.fixture
+def cluster(ssh_slurm: LocalSlurmCluster) -> LocalSlurmCluster:
+    return ssh_slurm
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalSlurmCluster]:
-    lab = LocalSlurmCluster(BASE / "slurm", nodes=2, ctld_port=CTLD_PORT, node_port_base=CTLD_PORT + 264)
-    lab.start()
-    try:
-        yield lab
-    finally:
-        lab.stop()
-
-
-@pytest.fixture(scope="module")
-def sshd() -> Iterator[LocalSSHD]:
-    server = LocalSSHD(BASE / "sshd", SSH_PORT)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+@pytest.fixture
+def sshd(login_sshd: LocalSSHD) -> LocalSSHD:
+    return login_sshd
 
 
 @pytest.fixture
@@ -64,7 +48,7 @@ async def test_squeue_over_ssh(runner: SSHRunner, cluster: LocalSlurmCluster) ->
     job = next(j for j in parse_squeue_json(result.stdout) if j.job_id == job_id)
     assert job.name == "ssh probe" and job.comment == 'x\' "y" $(z)'
     snap = await SlurmClient(runner, "lab").snapshot()
-    assert {n.name for n in snap.nodes} == {"node1", "node2"}
+    assert {n.name for n in snap.nodes} == set(cluster.node_names)
     assert (await SlurmClient(runner, "lab").cancel(job_id)).performed
 
 
