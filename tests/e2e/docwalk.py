@@ -162,6 +162,7 @@ class Units:
         self.site = site
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.deaths: list[str] = []
+        self.stop_s: list[float] = []  # how long each restart waited for the old process to stop
         self.cwd = site.root / "cwd"
         self.cwd.mkdir(parents=True, exist_ok=True)
         self.logs = site.root / "logs"
@@ -217,7 +218,9 @@ class Units:
             proc.wait(10)
 
     def restart(self, name: str) -> None:
+        began = time.monotonic()
         self.stop(name)
+        self.stop_s.append(time.monotonic() - began)
         self.start(name)
 
     def check(self) -> None:

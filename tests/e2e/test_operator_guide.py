@@ -11,7 +11,9 @@ job's failure advised only, Slurm untouched. Figures are printed (`-s`).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +27,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.e2e.crash_stack import MariaDBAudit, is_held, parse_record
+from tests.e2e.crash_stack import MariaDBAudit, is_held, parse_record, save_history
 from tests.e2e.docwalk import (
     Operator,
     Site,
@@ -42,7 +44,9 @@ from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.sshd import LocalSSHD
 from trainguard.localstack.temporal import LocalTemporal
-from trainguard.models import EventType, WorkloadState
+from trainguard.models import EventType, WorkloadId, WorkloadState
+from trainguard.settings import Settings, TemporalSettings
+from workers.worker import connect
 
 pytestmark = [pytest.mark.e2e]
 
@@ -56,7 +60,7 @@ XID_THEN_EXIT = (
     'echo "trainsim: job $SLURM_JOB_ID on $SLURMD_NODENAME"\n'
     'echo "$SLURMD_NODENAME: NVRM: Xid (PCI:0000:3b:00): 79, pid=$$, name=python3, '
     'GPU has fallen off the bus." >&2\n'
-    "sleep 8\nexit 1\n"
+    "sleep 20\nexit 1\n"
 )
 
 
@@ -128,7 +132,9 @@ class Walk:
 
     def trail(self, job_id: str) -> str:
         rows = self.open_store().list_events(job_id=job_id, limit=1000).items
-        return json.dumps([(e.cluster, e.event_type.value, e.action, e.message[:90]) for e in rows], indent=1)
+        return json.dumps(
+            [(e.cluster, e.event_type.value, e.action, e.message[:300]) for e in rows], indent=1
+        )
 
     def wait_event(
         self, job_id: str, cluster: str, kind: EventType, timeout: float = 120, **match: object
@@ -213,6 +219,16 @@ class Walk:
         )
 
 
+async def record_history(w: Walk, job_id: str, name: str) -> None:
+    """The observed workload's history, for the replay tests (TRAINGUARD_RECORD_HISTORIES=1)."""
+    if os.environ.get("TRAINGUARD_RECORD_HISTORIES") != "1":
+        return
+    found = next(e for e in w.events(job_id, MAIN) if e.event_type == EventType.WORKLOAD_DISCOVERED)
+    workload = WorkloadId(cluster=found.cluster, job_id=found.job_id, submit_time=found.submit_time)
+    client = await connect(Settings(temporal=TemporalSettings(address=w.temporal.address)))
+    await save_history(client.get_workflow_handle(workload.workflow_id), name)
+
+
 @pytest.fixture
 def walk(
     ssh_slurm: LocalSlurmCluster, login_sshd: LocalSSHD, temporal_server: LocalTemporal
@@ -233,6 +249,7 @@ def walk(
         db.drop()
 
 
+@pytest.mark.timeout(600)
 def test_the_documented_ssh_install_observe_canary_and_rollback(walk: Walk) -> None:
     w, site, units = walk, walk.site, walk.units
     started = time.monotonic()
@@ -265,6 +282,7 @@ def test_the_documented_ssh_install_observe_canary_and_rollback(walk: Walk) -> N
     w.op.run(w.block("ssh-start", "bash"))  # temporal register, then the three units at once
     assert sorted(units.procs) == ["trainguard-api", "trainguard-cluster-worker", "trainguard-control-worker"]
     w.wait_ready(8088)
+    w.figures["install to API ready (s)"] = time.monotonic() - started
 
     # ---- first advice, observe mode ----------------------------------------------------------------
     first_advice = w.block("first-advice", "bash")
@@ -287,6 +305,7 @@ def test_the_documented_ssh_install_observe_canary_and_rollback(walk: Walk) -> N
     # the bug of §6: the workload stayed `watching` for minutes after Slurm said FAILED
     wait_until(workload_failed, f"workload of job {job} failed", 30, lambda: w.trail(job))
     w.figures["Slurm FAILED to workload failed (s)"] = time.monotonic() - failed_at
+    asyncio.run(record_history(w, job, "observe_advised_attempt_ends_failed"))
     listing, workloads = w.cli("first-advice", job)
     assert "advice" in listing and "Xid" in listing, listing
     assert job in workloads, workloads
@@ -295,6 +314,7 @@ def test_the_documented_ssh_install_observe_canary_and_rollback(walk: Walk) -> N
     advice = [e for e in w.events(job, MAIN) if e.event_type == EventType.ADVICE]
     assert advice and all(e.mode == "observe" for e in advice), advice
 
+    w.figures["observe phase done (s)"] = time.monotonic() - started
     # ---- runbook stage 3: one owner per job, then the canary deployment ------------------------------
     w.write_settings("trainguard.yaml", merged(w.settings("trainguard.yaml"), w.yaml_block("main-owner")))
     w.op.run(w.block("main-restart", "bash"))
@@ -324,7 +344,7 @@ def test_the_documented_ssh_install_observe_canary_and_rollback(walk: Walk) -> N
     w.wait_event(canary_job, CANARY, EventType.COMPLETED, timeout=180)
     w.figures["canary detection to completed (s)"] = time.monotonic() - detected
     steps = [e.action for e in w.events(canary_job, CANARY) if e.event_type == EventType.ACTION]
-    assert steps[:3] == ["requeue_hold", "exclude", "release"], steps
+    assert steps[:3] == ["requeue_hold", "exclude", "release"], w.trail(canary_job)
     record = w.show(canary_job)
     assert record["JobState"] == "COMPLETED" and record["Restarts"] == "1", record
     assert record["ExcNodeList"] != "(null)", record
@@ -332,6 +352,7 @@ def test_the_documented_ssh_install_observe_canary_and_rollback(walk: Walk) -> N
     (listing,) = w.cli("canary-audit", canary_job)
     assert "requeue_hold" in listing and "completed" in listing, listing
 
+    w.figures["canary phase done (s)"] = time.monotonic() - started
     # ---- stage 4: the main deployment acts; stage 5: roll it back with a job running --------------------
     w.write_settings(
         "trainguard.yaml", merged(w.settings("trainguard.yaml"), w.yaml_block("stage4-settings"))
@@ -344,6 +365,7 @@ def test_the_documented_ssh_install_observe_canary_and_rollback(walk: Walk) -> N
         env={"TRAINSIM_ITERS": "3000", "TRAINSIM_TRIGGER": str(trigger)},
     )
     w.wait_event(prod_job, MAIN, EventType.WORKLOAD_DISCOVERED, mode="action")
+    w.figures["stage 4 done (s)"] = time.monotonic() - started
     w.op.run(w.block("rollback", "bash"))
     w.wait_event(prod_job, MAIN, EventType.SETTINGS_CHANGED, mode="observe")
     api_answer, cli_answer = w.cli("rollback-check", prod_job)
@@ -388,4 +410,5 @@ def test_the_documented_ssh_install_observe_canary_and_rollback(walk: Walk) -> N
     )
     assert list(units.cwd.iterdir()) == [] and not Path(site.path("/var/lib/trainguard/audit.db")).exists()
     w.figures["whole walk (s)"] = time.monotonic() - started
+    w.figures["longest unit stop on restart (s)"] = max(units.stop_s)
     print("\n" + "\n".join(f"{k}: {v:.1f}" for k, v in w.figures.items()))
