@@ -118,15 +118,14 @@ async def stack(
 # SSH mode: a login node (sshd on 127.0.0.1) in front of a Slurm of its own, shared by the SSH runner
 # tests and the operator-guide walk. Per port offset: checkouts running at once must not share them.
 SSH_DIR = Path(os.environ.get("TG_E2E_SSH_DIR", f"/tmp/tg-h1/e2e-ssh-{PORT_OFFSET}"))
-SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "26822")) + PORT_OFFSET
-SSH_SLURM_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "26837")) + PORT_OFFSET
+SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "20417")) + PORT_OFFSET
+SSH_SLURM_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "20437")) + PORT_OFFSET
 
 
 @pytest.fixture(scope="session")
 def ssh_slurm() -> Iterator[LocalSlurmCluster]:
-    """Three nodes: a recovery that excludes one node still has two to run on."""
     lab = LocalSlurmCluster(
-        SSH_DIR / "slurm", nodes=3, ctld_port=SSH_SLURM_PORT, node_port_base=SSH_SLURM_PORT + 264
+        SSH_DIR / "slurm", nodes=2, ctld_port=SSH_SLURM_PORT, node_port_base=SSH_SLURM_PORT + 264
     )
     lab.stop()  # leftovers of an interrupted run
     shutil.rmtree(lab.state_dir, ignore_errors=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import conftest
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.sshd import LocalSSHD
 from trainguard.slurm.client import SlurmClient
@@ -21,6 +22,10 @@ from trainguard.slurm.runner import CommandError, LocalRunner, SSHRunner
 pytestmark = [
     pytest.mark.e2e,
 ]
+
+# The sshd and its Slurm are session fixtures in conftest (shared with the operator-guide walk); their
+# ports stay readable here for tests/unit/test_e2e_ports.py.
+SSH_PORT, CTLD_PORT = conftest.SSH_PORT, conftest.SSH_SLURM_PORT
 
 
 @pytest.fixture
@@ -48,7 +53,7 @@ async def test_squeue_over_ssh(runner: SSHRunner, cluster: LocalSlurmCluster) ->
     job = next(j for j in parse_squeue_json(result.stdout) if j.job_id == job_id)
     assert job.name == "ssh probe" and job.comment == 'x\' "y" $(z)'
     snap = await SlurmClient(runner, "lab").snapshot()
-    assert {n.name for n in snap.nodes} == set(cluster.node_names)
+    assert {n.name for n in snap.nodes} == {"node1", "node2"}
     assert (await SlurmClient(runner, "lab").cancel(job_id)).performed
 
 
