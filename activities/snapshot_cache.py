@@ -59,6 +59,9 @@ class SnapshotCache:
             return snap
         if self._inflight is None or self._inflight.done():
             self._inflight = asyncio.ensure_future(self._refresh())
+            # Its waiters may all be gone (cancelled at worker shutdown while SSH closes): the failure is
+            # theirs to see, not an "exception was never retrieved" traceback in the log.
+            self._inflight.add_done_callback(_retrieve)
         # shield: one caller's cancellation must not cancel the fetch the others wait for
         return await asyncio.shield(self._inflight)
 
@@ -88,3 +91,8 @@ class SnapshotCache:
     @property
     def nodes(self) -> dict[str, NodeSnapshot]:
         return self._nodes
+
+
+def _retrieve(task: asyncio.Task[ClusterSnapshot]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -87,6 +87,8 @@ class CheckpointLocator:
             roots.append(job.work_dir)
         path = allowed_dir(wanted, tuple(roots))
         return str(path) if path is not None else None
+
+
 GpuProbe = Callable[[Sequence[str]], Awaitable[list[Finding]]]
 
 
@@ -193,9 +195,7 @@ class JobWatcher:
                 full = await self.client.job(job.job_id)
                 stdout_path = (full.stdout_path if full else "") or job.stdout_path
             if analyzer is None:
-                analyzer = LogAnalyzer(
-                    progress, config=self.progress_config, node_of_rank=_rank_to_node(job)
-                )
+                analyzer = LogAnalyzer(progress, config=self.progress_config, node_of_rank=_rank_to_node(job))
             progress_before = analyzer.progress_lines
             if stdout_path:
                 source = self.sources(job, stdout_path)
@@ -264,6 +264,7 @@ class JobWatcher:
             if settled and self._awaiting_slurm(state, job, now):
                 settled = False
             if settled:
+                job = await self._current(inp, job)
                 fatal = any(f.fatal for f in state.findings)
                 kind = ObservationKind.FAILURE if fatal else ObservationKind.STRAGGLER
                 if kind == ObservationKind.FAILURE and inp.context and job.state != RUNNING:
@@ -299,6 +300,18 @@ class JobWatcher:
                     )
                 )
             await asyncio.sleep(inp.poll_interval_s)
+
+    async def _current(self, inp: c.WatchInput, cached: JobSnapshot) -> JobSnapshot:
+        """Slurm's view of the job now, for a report that a decision rests on. The shared snapshot can be
+        seconds old (its interval stretches with its cost, e.g. over SSH): long enough for a job to
+        start, fail and still read PENDING there, which made a fresh job look requeued by Slurm (held
+        for containment) and hid the allocation its evidence names."""
+        try:
+            fresh = await self.client.job(cached.job_id)
+        except (CommandError, ValueError, OSError):
+            return cached
+        known = inp.last_job.restart_count if inp.last_job else inp.phase.attempt_restarts
+        return fresh if fresh is not None and matches_workload(inp.workload, fresh, known) else cached
 
     async def _with_canceller(self, job: JobSnapshot) -> JobSnapshot:
         if job.cancelled_by:

@@ -41,7 +41,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
     from trainguard.runtime_config import describe_diff, diff_data, settings_diff, watchdog_guards
-    from trainguard.slurm.states import ALLOCATED_STATES, CANCELLED, COMPLETING, PENDING, RUNNING
+    from trainguard.slurm.states import (
+        ALLOCATED_STATES,
+        CANCELLED,
+        COMPLETING,
+        FAILED_STATES,
+        PENDING,
+        PREEMPTED_STATES,
+        RUNNING,
+    )
     from workflows import story
     from workflows.search_attributes import status_search_attributes
 
@@ -65,6 +73,9 @@ ALLOCATED = ALLOCATED_STATES
 # workflow.patched ids: histories recorded before each change replay their old command sequence.
 PATCH_CANCELLED = "safety-cancelled-by-slurm"  # a job Slurm reports CANCELLED ends the workload
 PATCH_ALLOCATION = "safety-allocation-guard"  # the policy sees the job's allocation and excludes only it
+PATCH_ENDED_FAILED = "advised-attempt-ends-failed"  # an advised attempt that Slurm ends is `failed`
+# Slurm's word that an attempt ended without success (CANCELLED and COMPLETED have their own paths).
+ENDED_FAILED = FAILED_STATES | PREEMPTED_STATES
 
 
 @workflow.defn(name="JobRecovery")
@@ -251,7 +262,10 @@ class JobRecoveryWorkflow:
                     ),
                 )
                 self._set_status(attempts=job.restart_count, state=WorkloadState.RECOVERING)
-            self._set_status(state=self._state_for_job(job))
+            if self._advised_attempt_ended(job):
+                self._set_status(state=WorkloadState.FAILED)
+            else:
+                self._set_status(state=self._state_for_job(job))
         elif kind == ObservationKind.PROGRESS:
             data: dict[str, str | int | float | bool | None] = {"iteration": obs.progress.last_iteration}
             if phase.fault_at is not None:
@@ -267,6 +281,18 @@ class JobRecoveryWorkflow:
             self._set_status(state=WorkloadState.WATCHING)
         elif kind in (ObservationKind.FAILURE, ObservationKind.STRAGGLER) and not phase.failure_handled:
             await self._on_failure(obs)
+
+    def _advised_attempt_ended(self, job: JobSnapshot) -> bool:
+        """The failure of this attempt was decided while Slurm still said RUNNING and only advised
+        (observe mode, or no recovery): when Slurm then ends the attempt it is `failed`, not `watching`
+        until slurmctld forgets the job. Still watched: Slurm or a person may requeue it."""
+        return (
+            self.carry.phase.failure_handled
+            and self.carry.status.state == WorkloadState.WATCHING
+            and job.restart_count == self.carry.phase.attempt_restarts
+            and job.state in ENDED_FAILED
+            and workflow.patched(PATCH_ENDED_FAILED)
+        )
 
     def _cancelled(self, job: JobSnapshot) -> None:
         """A user or an administrator cancelled the job (Slurm's state says so): it stays cancelled."""

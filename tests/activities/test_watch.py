@@ -372,8 +372,10 @@ async def test_an_xid_in_a_nodes_kernel_log_is_that_nodes_and_that_jobs(tmp_path
         with kern1.open("ab") as fh:  # another job's process on a shared node: not hardware
             fh.write(b"[  200.0] Out of memory: Killed process 4242 (python) total-vm:1234kB\n")
         with kern2.open("ab") as fh:
-            fh.write(b"[  201.5] NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=python3, An uncorrectable "
-                     b"double bit error (DBE) has been detected on GPU in the framebuffer at 0x1.\n")
+            fh.write(
+                b"[  201.5] NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=python3, An uncorrectable "
+                b"double bit error (DBE) has been detected on GPU in the framebuffer at 0x1.\n"
+            )
 
     injector = asyncio.create_task(faults())
     result = await watcher(world, node_sources=node_source).watch(inp(slice_s=10.0), lambda *a: None)
@@ -541,3 +543,31 @@ async def test_watched_evidence_comes_back_when_the_job_stops() -> None:
     result = await watcher(world).watch(inp(context=(earlier,)), lambda *a: None)
     obs = result.observation
     assert obs.kind == ObservationKind.FAILURE and earlier in obs.findings
+
+
+class FreshClient(Client):
+    """Slurm answers a direct question with a newer state than the shared snapshot holds."""
+
+    def __init__(self, world: World, now: JobSnapshot) -> None:
+        super().__init__(world)
+        self.now = now
+
+    async def job(self, job_id: str) -> JobSnapshot | None:
+        return self.now
+
+
+async def test_a_failure_is_reported_with_slurms_state_now_not_a_stale_snapshot() -> None:
+    """Issue 14 walk: over SSH the snapshot was seconds old; a job that started and failed in between
+    still read PENDING without nodes, so it was held as if Slurm had requeued it and its Xid node was
+    judged outside its allocation (requeued onto the bad node, nothing excluded)."""
+    world = World(job=running(state="PENDING", nodes=()))
+    world.log += b"node2: NVRM: Xid (PCI:0000:3b:00): 79, pid=7, name=python3, GPU has fallen off the bus.\n"
+    failed = running(state="FAILED", nodes=("node2",), exit_code=1)
+    cache = SnapshotCache(world.snapshot, max_age_s=0.0)
+    client = FreshClient(world, failed)
+    result = await JobWatcher(client, cache, lambda job, path: Source(world)).watch(  # type: ignore[arg-type]
+        inp(), lambda *a: None
+    )
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE
+    assert obs.job is not None and obs.job.state == "FAILED" and obs.job.nodes == ("node2",)

@@ -9,6 +9,7 @@ fixture, so pytest groups the tests by version and starts one cluster (and one w
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +22,7 @@ from tests.e2e.stack import PORT_OFFSET, REPO, Stack, free_port, make_settings
 from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.slurm_rootfs import SUPPORTED_VERSIONS
+from trainguard.localstack.sshd import LocalSSHD
 from trainguard.localstack.temporal import LocalTemporal
 from workers.worker import build_workers, connect, ensure_cluster_watch
 
@@ -111,6 +113,38 @@ async def stack(
                 slurm_cluster._run(["scancel", job], check=False)
         await runtime.shutdown()
         store.close()
+
+
+# SSH mode: a login node (sshd on 127.0.0.1) in front of a Slurm of its own, shared by the SSH runner
+# tests and the operator-guide walk. Per port offset: checkouts running at once must not share them.
+SSH_DIR = Path(os.environ.get("TG_E2E_SSH_DIR", f"/tmp/tg-h1/e2e-ssh-{PORT_OFFSET}"))
+SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "20417")) + PORT_OFFSET
+SSH_SLURM_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "20437")) + PORT_OFFSET
+
+
+@pytest.fixture(scope="session")
+def ssh_slurm() -> Iterator[LocalSlurmCluster]:
+    lab = LocalSlurmCluster(
+        SSH_DIR / "slurm", nodes=2, ctld_port=SSH_SLURM_PORT, node_port_base=SSH_SLURM_PORT + 264
+    )
+    lab.stop()  # leftovers of an interrupted run
+    shutil.rmtree(lab.state_dir, ignore_errors=True)
+    try:
+        lab.start()
+        yield lab
+    finally:
+        lab.stop()
+
+
+@pytest.fixture(scope="session")
+def login_sshd() -> Iterator[LocalSSHD]:
+    server = LocalSSHD(SSH_DIR / "sshd", SSH_PORT)
+    server.stop()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -7,12 +7,12 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import PORT_OFFSET
+from tests.e2e import conftest
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.sshd import LocalSSHD
 from trainguard.slurm.client import SlurmClient
@@ -23,30 +23,19 @@ pytestmark = [
     pytest.mark.e2e,
 ]
 
-# Per port offset: checkouts running at once must not share pid files and state.
-BASE = Path(os.environ.get("TG_E2E_SSH_DIR", f"/tmp/tg-h1/e2e-ssh-{PORT_OFFSET}"))
-SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "20417")) + PORT_OFFSET
-CTLD_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "20437")) + PORT_OFFSET
+# The sshd and its Slurm are session fixtures in conftest (shared with the operator-guide walk); their
+# ports stay readable here for tests/unit/test_e2e_ports.py.
+SSH_PORT, CTLD_PORT = conftest.SSH_PORT, conftest.SSH_SLURM_PORT
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalSlurmCluster]:
-    lab = LocalSlurmCluster(BASE / "slurm", nodes=2, ctld_port=CTLD_PORT, node_port_base=CTLD_PORT + 264)
-    lab.start()
-    try:
-        yield lab
-    finally:
-        lab.stop()
+@pytest.fixture
+def cluster(ssh_slurm: LocalSlurmCluster) -> LocalSlurmCluster:
+    return ssh_slurm
 
 
-@pytest.fixture(scope="module")
-def sshd() -> Iterator[LocalSSHD]:
-    server = LocalSSHD(BASE / "sshd", SSH_PORT)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+@pytest.fixture
+def sshd(login_sshd: LocalSSHD) -> LocalSSHD:
+    return login_sshd
 
 
 @pytest.fixture

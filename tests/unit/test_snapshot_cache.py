@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 
 from activities.snapshot_cache import SnapshotCache
@@ -99,3 +100,30 @@ async def test_fetches_never_run_back_to_back_even_after_a_failure() -> None:
             await cache.get()
     gaps = [nxt[0] - prev[1] for prev, nxt in itertools.pairwise(spans)]
     assert len(spans) == 3 and all(gap >= 0.1 for gap in gaps)  # >= (4 - 1) x 0.05 s of rest
+
+
+async def test_a_fetch_that_fails_after_its_callers_left_logs_no_orphan_traceback() -> None:
+    """Issue 14 walk: at each worker restart in SSH mode the closing connection failed the in-flight
+    fetch after shutdown had cancelled its callers: asyncio logged "Task exception was never retrieved"."""
+    clock = Clock()
+    unretrieved: list[object] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, ctx: unretrieved.append(ctx.get("message")))
+    try:
+
+        async def fetch() -> ClusterSnapshot:
+            await asyncio.sleep(0.05)
+            raise OSError("connection lost")
+
+        cache = SnapshotCache(fetch, max_age_s=1.0, clock=clock)
+        caller = asyncio.create_task(cache.get())
+        await asyncio.sleep(0.01)
+        caller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await caller
+        await asyncio.sleep(0.1)
+        cache._inflight = None  # drop the last reference: an unretrieved exception is reported on GC
+        gc.collect()
+        assert unretrieved == []
+    finally:
+        loop.set_exception_handler(None)

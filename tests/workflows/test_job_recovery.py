@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from temporalio import activity
 from temporalio.client import WorkflowHistory
@@ -342,3 +344,61 @@ async def test_evidence_on_a_running_job_is_recorded_watched_and_kept_for_a_late
     assert not fakes.watch_inputs[1].phase.failure_handled
     assert APP in fakes.watch_inputs[1].context
     assert fakes.watch_inputs[2].context == ()  # a fatal verdict consumed it
+
+
+class StatusRecorder(FakeActivities):
+    """Also keeps the workload state of every audit write (what the console and `audit workloads` show)."""
+
+    def __init__(self, script: list[c.WatchResult]) -> None:
+        super().__init__(script=script)
+        self.states: list[WorkloadState] = []
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.record_status if f == self.record_events else f for f in super().all()]
+
+    @activity.defn(name=c.RECORD_EVENTS)
+    async def record_status(self, inp: c.RecordEventsInput) -> int:
+        self.states.append(inp.status.state)
+        return await self.record_events(inp)
+
+
+async def test_an_advised_failure_is_failed_as_soon_as_slurm_ends_the_job(env: WorkflowEnvironment) -> None:
+    """Issue 14: in observe mode a failure decided while Slurm still said RUNNING left the workload
+    `watching` until slurmctld forgot the job (MinJobAge, 5 min and more). Slurm's FAILED ends it."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = StatusRecorder(
+        script=[
+            obs(K.FAILURE, job("RUNNING"), XID),
+            obs(K.STATE_CHANGE, job("COMPLETING")),
+            obs(K.STATE_CHANGE, job("FAILED")),
+            obs(K.SLICE_END, job("FAILED")),
+            obs(K.GONE, job("FAILED")),
+        ]
+    )
+    status, history = await run(env, fakes, make_input(queue, mode=Mode.OBSERVE))
+    assert fakes.scheduler_calls == [] and len(fakes.advice) == 1
+    assert fakes.advice[0].advice.verdict.fatal and not fakes.advice[0].advice.execute
+    # watching while Slurm says RUNNING / COMPLETING, failed from Slurm's FAILED on, gone at the end
+    states = [s for i, s in enumerate(fakes.states) if i == 0 or s != fakes.states[i - 1]]
+    assert states[-3:] == [WorkloadState.WATCHING, WorkloadState.FAILED, WorkloadState.GONE], fakes.states
+    assert status.state == WorkloadState.GONE  # type: ignore[attr-defined]
+    await Replayer(workflows=[JobRecoveryWorkflow], data_converter=env.client.data_converter).replay_workflow(
+        history
+    )
+
+
+async def test_a_requeue_by_slurm_after_an_advised_failure_is_followed(env: WorkflowEnvironment) -> None:
+    """`failed` is not the end: Slurm (or a person) may requeue the job, and the new attempt is watched."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = StatusRecorder(
+        script=[
+            obs(K.FAILURE, job("RUNNING"), XID),
+            obs(K.STATE_CHANGE, job("NODE_FAIL")),
+            obs(K.STATE_CHANGE, job("RUNNING", restarts=1, nodes=("node1", "node3"))),
+            obs(K.COMPLETED, job("COMPLETED", restarts=1)),
+        ]
+    )
+    status, _ = await run(env, fakes, make_input(queue, mode=Mode.OBSERVE))
+    assert WorkloadState.FAILED in fakes.states and fakes.scheduler_calls == []
+    assert status.state == WorkloadState.COMPLETED  # type: ignore[attr-defined]
+    assert fakes.events.count(EventType.ALLOCATION_RESTARTED) == 1
