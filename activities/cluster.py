@@ -220,6 +220,15 @@ class ClusterActivities:
     async def cancel_job(self, inp: c.JobActionInput) -> ActionResult:
         return await self._step(ActionStep.CANCEL, inp, self.client.cancel(inp.workload.job_id))
 
+    @activity.defn(name=c.JOB_STATE)
+    async def job_state(self, inp: c.JobActionInput) -> c.JobStateResult:
+        try:
+            return c.JobStateResult(job=await self.client.job(inp.workload.job_id))
+        except CommandError as err:
+            raise _app_error(err) from None
+        except SlurmParseError as err:
+            raise format_error(err) from None
+
     @activity.defn(name=c.DRAIN_NODE)
     async def drain_node(self, inp: c.JobActionInput) -> ActionResult:
         results = [await self.client.drain(node, inp.reason or "trainguard") for node in inp.nodes]
@@ -244,6 +253,9 @@ class ClusterActivities:
             raise ApplicationError(str(err)[:500], type="InvalidInput", non_retryable=True) from None
         log.info("%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail)
         failpoints.hit(f"after_{step.value}", inp.advice_id)
+        if failpoints.fire(f"fail_after_{step.value}", inp.advice_id):
+            # The step took effect in Slurm, but the workflow is told it failed for good (fail-open tests).
+            raise ApplicationError(f"failpoint: {step.value} failed after it took effect", non_retryable=True)
         own_hold: str | None = None
         if step == ActionStep.REQUEUE_HOLD:
             # A hold found in place is someone else's, unless an earlier try of this very step (killed
