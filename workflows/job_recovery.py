@@ -41,7 +41,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
     from trainguard.runtime_config import describe_diff, diff_data, settings_diff, watchdog_guards
-    from trainguard.slurm.states import ALLOCATED_STATES, CANCELLED, COMPLETING, PENDING, RUNNING
+    from trainguard.slurm.states import (
+        ALLOCATED_STATES,
+        CANCELLED,
+        COMPLETING,
+        PENDING,
+        REQUEUE_HELD_REASON,
+        RUNNING,
+    )
     from workflows.search_attributes import status_search_attributes
 
 # Audit writes must not be lost: retry until the store comes back (it may be down for minutes).
@@ -69,9 +76,6 @@ PATCH_PAUSE_STOPS = "paused-mid-recovery-stops"  # a pause between hold and excl
 PATCH_FAILED_HOLD = "release-after-failed-requeue-hold"  # a requeue-hold reported failed may have held
 PATCH_HELD_ADVICE = "held-advice-write-bounded"  # an audit outage cannot keep a contained job held
 PATCH_PAUSED_GONE = "paused-workload-ends-when-gone"  # a paused workload still ends when its job is gone
-# Slurm's Reason for a job `scontrol requeuehold` put back: what a requeue-hold that reported failure
-# may have left (22.05 and 24.11).
-REQUEUE_HELD_REASON = "job_requeued_in_held_state"
 
 
 @workflow.defn(name="JobRecovery")

@@ -11,12 +11,17 @@ Slurm's own record, sampled twice a second, shows how long the job stayed held.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest_asyncio
 
 from tests.e2e.crash_stack import CrashJob, CrashStack, crash_stack, is_held
+from tests.e2e.stack import REPO
 from trainguard.audit.schemas import AuditEventOut
 from trainguard.models import EventType, PauseRequest
 
@@ -91,3 +96,71 @@ async def test_pause_while_the_worker_is_down_after_the_hold_stops_the_steps_and
     assert stopped and "monitoring paused mid-recovery" in stopped[0].message, stopped
     assert EventType.MONITORING_PAUSED in {e.event_type for e in events}
     assert not [e for e in events if e.event_type == EventType.ACTION and e.action == "exclude"]
+
+
+async def test_cli_commands_that_open_a_temporal_client_exit_cleanly(stack: CrashStack) -> None:
+    """`trainguard mode` and `trainguard monitoring` used to abort at interpreter exit now and then
+    (rc -6: a Temporal client still alive while Python finalizes). Each must return 0, every time."""
+    job = stack.submit("observe", fault=None, iters=600)
+    await stack.wait_event(job, EventType.WORKLOAD_DISCOVERED, timeout=120)
+    key = stack.workload(job).key
+    commands = [
+        ["mode", "observe", "--workload", key],
+        ["monitoring", "pause", "--workload", key],
+        ["monitoring", "resume", "--workload", key],
+        ["mode", "action", "--cluster", "crash"],
+        ["mode", "observe", "--workload", key],
+        ["mode", "action", "--cluster", "crash"],
+    ]
+    for argv in commands:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "trainguard", "--config", str(stack.worker.config), *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, (argv, done.returncode, done.stderr[-2000:])
+    kinds = [e.event_type for e in stack.events(job.job_id)]
+    assert EventType.MONITORING_PAUSED in kinds and EventType.MONITORING_RESUMED in kinds, kinds
+
+
+async def test_a_hold_left_by_crashing_workflow_code_is_released_by_discovery(
+    stack: CrashStack, tmp_path: Path
+) -> None:
+    """Workflow code that raises right after the requeue-hold (a bug, or code changed under a running
+    worker) fails its workflow task again and again: the workflow can never release. Discovery sees the
+    job held with TrainGuard's Reason past watchdog.decision_timeout_s and its workflow stuck, releases it
+    unchanged and audits that."""
+    buggy = tmp_path / "buggy"
+    for package in ("trainguard", "workflows", "activities", "workers"):
+        shutil.copytree(REPO / package, buggy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    source = buggy / "workflows" / "job_recovery.py"
+    anchor = "                self.our_hold = _own_hold(requeued)\n"
+    text = source.read_text()
+    assert text.count(anchor) == 1
+    source.write_text(
+        text.replace(anchor, anchor + '                raise RuntimeError("bug injected by the test")\n')
+    )
+    stack.worker.use_code(buggy)
+    await stack.worker.restart_with(
+        {"watchdog": {"decision_timeout_s": 15}}, env={"TRAINGUARD_FAILPOINTS": ""}
+    )
+    try:
+        job = stack.submit("action", fault_at=12, iters=60)
+        await stack.wait_for(lambda: is_held(stack.show(job.job_id)), "the requeue-hold", 120, job.job_id)
+
+        def audited() -> list[AuditEventOut]:
+            page = stack.store.list_events(event_type=EventType.WATCHDOG_FIRED, cluster="crash", limit=100)
+            return [e for e in page.items if e.job_id == job.job_id]
+
+        await stack.wait_for(lambda: bool(audited()), "the stuck hold's release", 15 + 60, job.job_id)
+        span = held_span(stack, job)
+        assert 15 <= span <= 15 + 15, span  # not before the budget; soon after it
+        record = stack.show(job.job_id)
+        assert record["Restarts"] == "1" and record["ExcNodeList"] == "(null)" and not is_held(record), record
+        event = audited()[0]
+        assert event.action == "release" and "workflow task failed" in event.message, event
+    finally:
+        stack.worker.use_code(None)
+        await stack.worker.restart_with({"watchdog": {"decision_timeout_s": 60}})
