@@ -120,7 +120,7 @@ async def test_cli_commands_that_open_a_temporal_client_exit_cleanly(stack: Cras
             text=True,
             timeout=120,
         )
-        assert done.returncode == 0, (argv, done.returncode, done.stderr[-2000:])
+        assert done.returncode == 0, (argv, done.returncode, done.stdout[-500:], done.stderr[-2000:])
     kinds = [e.event_type for e in stack.events(job.job_id)]
     assert EventType.MONITORING_PAUSED in kinds and EventType.MONITORING_RESUMED in kinds, kinds
 
