@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
@@ -24,12 +24,13 @@ from activities.watch import JobWatcher
 from trainguard import contracts as c
 from trainguard import failpoints, telemetry
 from trainguard.identity import workload_of
-from trainguard.models import ActionResult, ActionStep, JobSnapshot
+from trainguard.models import ActionResult, ActionStep, Actor, AuditEventIn, EventType, JobSnapshot, Level
 from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.errors import SlurmParseError
 from trainguard.slurm.jobids import parse_job_id
 from trainguard.slurm.runner import CommandError
+from trainguard.slurm.states import REQUEUE_HELD_REASON
 from workflows import story
 from workflows.search_attributes import CLUSTER, JOB_ID, initial_search_attributes
 
@@ -56,6 +57,7 @@ class ClusterActivities:
         self.search_attributes = search_attributes
         self._started: dict[str, str] = {}  # job id -> workflow id, for requeued jobs whose SubmitTime moved
         self._reported: set[str] = set()
+        self._held_since: dict[str, float] = {}  # job id -> first seen with TrainGuard's requeue-hold
 
     # ---- discovery ------------------------------------------------------------------------------------
     @activity.defn(name=c.DISCOVER_JOBS)
@@ -70,6 +72,7 @@ class ClusterActivities:
                 raise format_error(err) from None
             telemetry.mark_discovery(self.cluster, len(snap.jobs), time.time())
             counts = await self._consider_all(snap.jobs, inp, env_re)
+            await self._release_stuck_holds(snap.jobs, inp)
             totals = totals.model_copy(update={k: getattr(totals, k) + v for k, v in counts.items()})
             activity.heartbeat(totals.model_dump())
             if time.time() >= deadline:
@@ -163,6 +166,74 @@ class ClusterActivities:
         self._reported.add(workload.workflow_id)
         return outcome
 
+    async def _release_stuck_holds(self, jobs: Sequence[JobSnapshot], inp: c.DiscoverInput) -> int:
+        """Fail-open when the workflow itself cannot: a watched job held for longer than
+        watchdog.decision_timeout_s, whose JobRecovery is closed or keeps failing its workflow task (a bug
+        in workflow code), is released unchanged here, and the release is audited. Only TrainGuard's own
+        requeue-hold is lifted (Slurm's Reason re-read by the release step): a user's or an admin's hold
+        stays. A healthy workflow's hold is its own; each held job costs one describe per budget."""
+        now = time.time()
+        held = {j.job_id for j in jobs if j.held and j.job_id in self._started}
+        for job_id in set(self._held_since) - held:
+            del self._held_since[job_id]
+        released = 0
+        for job_id in sorted(held):
+            since = self._held_since.setdefault(job_id, now)
+            if now - since < inp.recovery.decision_timeout_s:
+                continue
+            workflow_id = self._started[job_id]
+            why = await self._stuck(workflow_id)
+            if why is None:
+                self._held_since[job_id] = now  # look again after another budget
+                continue
+            try:
+                result = await self.client.release(job_id, REQUEUE_HELD_REASON)
+            except CommandError as err:
+                log.warning("job %s: releasing a stuck hold failed: %s", job_id, str(err)[:300])
+                continue
+            log.warning("job %s held %.0f s and %s: %s", job_id, now - since, why, result.detail)
+            self._held_since[job_id] = now
+            if result.performed:
+                released += 1
+                await self._audit_stuck_release(job_id, workflow_id, now - since, why, result)
+        return released
+
+    async def _stuck(self, workflow_id: str) -> str | None:
+        """Why this workflow will not release its hold, or None while it is healthy (or unknown)."""
+        try:
+            desc = await self.temporal.get_workflow_handle(workflow_id).describe()
+        except Exception as err:  # Temporal unreachable: not a reason to act
+            log.warning("cannot describe %s: %s", workflow_id, str(err)[:200])
+            return None
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            return f"its workflow is {desc.status.name.lower() if desc.status else 'unknown'}"
+        raw = desc.raw_description
+        if raw.HasField("pending_workflow_task") and raw.pending_workflow_task.attempt > 1:
+            return f"its workflow task failed {raw.pending_workflow_task.attempt - 1} times"
+        return None
+
+    async def _audit_stuck_release(
+        self, job_id: str, workflow_id: str, held_s: float, why: str, result: ActionResult
+    ) -> None:
+        handle = self.temporal.get_workflow_handle(f"trainguard-cluster-{self.cluster}")
+        event = AuditEventIn(
+            event_id=f"cluster/{self.cluster}/stuck-hold/{job_id}/{int(time.time())}",
+            event_type=EventType.WATCHDOG_FIRED,
+            cluster=self.cluster,
+            job_id=job_id,
+            level=Level.ERROR,
+            actor=Actor.WATCHDOG,
+            ts=time.time(),
+            action="release",
+            message=f"job {job_id} held by TrainGuard for {held_s:.0f} s and {why}: "
+            f"released unchanged ({result.detail})"[:1000],
+            data={"workflow_id": workflow_id, "held_s": round(held_s, 1), "performed": result.performed},
+        )
+        try:
+            await handle.signal("record_event", event)
+        except Exception as err:  # the release stands; the log line above records it
+            log.warning("could not audit the release of job %s: %s", job_id, str(err)[:200])
+
     async def _known_requeued(self, job: JobSnapshot) -> bool:
         """Slurm rewrites SubmitTime when it requeues a job: is this requeued job a workload we follow?
 
@@ -224,6 +295,15 @@ class ClusterActivities:
     async def cancel_job(self, inp: c.JobActionInput) -> ActionResult:
         return await self._step(ActionStep.CANCEL, inp, self.client.cancel(inp.workload.job_id))
 
+    @activity.defn(name=c.JOB_STATE)
+    async def job_state(self, inp: c.JobActionInput) -> c.JobStateResult:
+        try:
+            return c.JobStateResult(job=await self.client.job(inp.workload.job_id))
+        except CommandError as err:
+            raise _app_error(err) from None
+        except SlurmParseError as err:
+            raise format_error(err) from None
+
     @activity.defn(name=c.DRAIN_NODE)
     async def drain_node(self, inp: c.JobActionInput) -> ActionResult:
         results = [await self.client.drain(node, inp.reason or "trainguard") for node in inp.nodes]
@@ -248,6 +328,9 @@ class ClusterActivities:
             raise ApplicationError(str(err)[:500], type="InvalidInput", non_retryable=True) from None
         log.info("%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail)
         failpoints.hit(f"after_{step.value}", inp.advice_id)
+        if failpoints.fire(f"fail_after_{step.value}", inp.advice_id):
+            # The step took effect in Slurm, but the workflow is told it failed for good (fail-open tests).
+            raise ApplicationError(f"failpoint: {step.value} failed after it took effect", non_retryable=True)
         own_hold: str | None = None
         if step == ActionStep.REQUEUE_HOLD:
             # A hold found in place is someone else's, unless an earlier try of this very step (killed

@@ -28,6 +28,7 @@ SET_EXCLUDED = "set_excluded"
 RELEASE_JOB = "release_job"
 CANCEL_JOB = "cancel_job"
 DRAIN_NODE = "drain_node"
+JOB_STATE = "job_state"  # Slurm's record of one job, read while its workload is paused
 ATTRIBUTE = "attribute"
 RECORD_EVENTS = "record_events"
 RECORD_ADVICE = "record_advice"
@@ -202,6 +203,10 @@ class JobActionInput(Frozen):
     # (a user's or an admin's hold) is left held. "" = TrainGuard holds nothing here; None = a step
     # scheduled before this field existed (the old behaviour).
     our_hold: str | None = None
+
+
+class JobStateResult(Frozen):
+    job: JobSnapshot | None  # None: Slurm no longer reports the job
 
 
 class RecordEventsInput(Frozen):

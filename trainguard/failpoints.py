@@ -2,7 +2,8 @@
 
 Off unless TRAINGUARD_FAILPOINTS names the point (comma-separated). Each point fires once per key (e.g.
 per advice id) — a marker file under TRAINGUARD_FAILPOINT_DIR remembers it — so the restarted worker
-runs through. SIGKILL, not an exception: nothing gets to clean up, as in a real crash.
+runs through. `hit` sends SIGKILL, not an exception: nothing gets to clean up, as in a real crash.
+`fire` lets the caller fail there instead (a step that took effect but reports a failure).
 """
 
 from __future__ import annotations
@@ -19,15 +20,21 @@ def enabled(name: str) -> bool:
 
 
 def hit(name: str, key: str = "") -> None:
+    if fire(name, key):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fire(name: str, key: str = "") -> bool:
+    """True the first time `name` is reached for `key` while enabled (the caller fails there)."""
     if not enabled(name):
-        return
+        return False
     marker_dir = Path(os.environ.get("TRAINGUARD_FAILPOINT_DIR", "var/failpoints"))
     marker_dir.mkdir(parents=True, exist_ok=True)
     marker = marker_dir / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
-        return
+        return False
     os.write(fd, key.encode()[:500])
     os.close(fd)
-    os.kill(os.getpid(), signal.SIGKILL)
+    return True

@@ -290,6 +290,7 @@ def build_workers(
                     cluster.release_job,
                     cluster.cancel_job,
                     cluster.drain_node,
+                    cluster.job_state,
                 ],
                 # Watch activities are long and mostly asleep: one slot per monitored workload.
                 max_concurrent_activities=5000,

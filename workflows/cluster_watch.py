@@ -93,6 +93,11 @@ class ClusterWatchWorkflow:
         self.stop_requested = True
 
     @workflow.signal
+    async def record_event(self, event: AuditEventIn) -> None:
+        """An audit event from a cluster activity (a stuck hold released by discovery), stored in order."""
+        self.pending.append(event)
+
+    @workflow.signal
     async def report_malformed(self, report: c.MalformedReport) -> None:
         w = workload_of(self.inp.cluster, report.job)
         self.pending.append(

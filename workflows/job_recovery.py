@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         FAILED_STATES,
         PENDING,
         PREEMPTED_STATES,
+        REQUEUE_HELD_REASON,
         RUNNING,
     )
     from workflows import story
@@ -76,6 +77,11 @@ PATCH_ALLOCATION = "safety-allocation-guard"  # the policy sees the job's alloca
 PATCH_ENDED_FAILED = "advised-attempt-ends-failed"  # an advised attempt that Slurm ends is `failed`
 # Slurm's word that an attempt ended without success (CANCELLED and COMPLETED have their own paths).
 ENDED_FAILED = FAILED_STATES | PREEMPTED_STATES
+# Fail-open on every path (docs/upgrading.md lists every id and when it may go).
+PATCH_PAUSE_STOPS = "paused-mid-recovery-stops"  # a pause between hold and exclusion skips the rest
+PATCH_FAILED_HOLD = "release-after-failed-requeue-hold"  # a requeue-hold reported failed may have held
+PATCH_HELD_ADVICE = "held-advice-write-bounded"  # an audit outage cannot keep a contained job held
+PATCH_PAUSED_GONE = "paused-workload-ends-when-gone"  # a paused workload still ends when its job is gone
 
 
 @workflow.defn(name="JobRecovery")
@@ -110,6 +116,7 @@ class JobRecoveryWorkflow:
         # None = a hold from a worker that did not report it: release as before). Rebuilt on replay.
         self.our_hold: str | None = ""
         self.pending_settings: list[c.WorkloadSettings] = []
+        self.held_at = 0.0  # when the containment hold of the current failure was placed
 
     # ---- handlers: change state, enqueue audit; no decisions -------------------------------------
     @workflow.query
@@ -158,9 +165,11 @@ class JobRecoveryWorkflow:
             self._apply_settings()
             await self._flush()
             if self.carry.status.paused:
-                await workflow.wait_condition(
-                    lambda: not self.carry.status.paused or bool(self.pending) or bool(self.pending_settings)
-                )
+                await self._wait_paused()
+                if self.carry.status.state in TERMINAL:
+                    await self._flush()
+                    await self._drain()
+                    return self.carry.status
                 continue
             obs = await self._watch()
             if obs is not None:
@@ -173,6 +182,34 @@ class JobRecoveryWorkflow:
                 await self._drain()
                 # The config travels too: settings applied at run time must survive continue-as-new.
                 workflow.continue_as_new(inp.model_copy(update={"carry": self.carry, "config": self.cfg}))
+
+    async def _wait_paused(self) -> None:
+        """Paused: nothing is watched, but a job Slurm no longer reports still ends its workload (one
+        read of Slurm per watch slice, so a forgotten pause costs a few actions an hour)."""
+
+        def woken() -> bool:
+            return not self.carry.status.paused or bool(self.pending) or bool(self.pending_settings)
+
+        if not workflow.patched(PATCH_PAUSED_GONE):
+            await workflow.wait_condition(woken)
+            return
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(woken, timeout=self.cfg.watch_slice_s)
+            return
+        found = await workflow.execute_activity(
+            c.JOB_STATE,
+            c.JobActionInput(workload=self.inp.workload, advice_id=""),
+            result_type=c.JobStateResult,
+            task_queue=self.cfg.cluster_queue,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=WATCH_RETRY,
+        )
+        job = found.job
+        if job is None:
+            self._event(EventType.STOPPED, message="Slurm no longer reports this job; paused monitoring ends")
+            self._set_status(state=WorkloadState.GONE)
+        elif job.state == CANCELLED:
+            self._cancelled(job)
 
     # ---- watching -------------------------------------------------------------------------------------
     async def _watch(self) -> Observation | None:
@@ -384,7 +421,20 @@ class JobRecoveryWorkflow:
             last_attribution=verdict.attribution.value,
             current_advice_id=advice.advice_id,
         )
-        await self._record_advice(advice)
+        if held and workflow.patched(PATCH_HELD_ADVICE):
+            # The advice must be stored before its steps run, but a job we hold must not wait for an
+            # audit store that is down: past the decision budget it is released unchanged.
+            stored = asyncio.ensure_future(self._record_advice(advice))
+            budget = max(1.0, self.cfg.decision_timeout_s - (workflow.time() - self.held_at))
+            try:
+                await workflow.wait_condition(stored.done, timeout=budget)
+            except TimeoutError:
+                await self._watchdog_release(held, "audit store did not take the advice in time")
+                await stored  # stored once the store is back; its steps are not run
+                return
+            await stored
+        else:
+            await self._record_advice(advice)
         await self._execute(advice, held, first_signal, detected_at, job)
 
     async def _contain(self, attempt: int, job: JobSnapshot) -> bool:
@@ -406,6 +456,7 @@ class JobRecoveryWorkflow:
         if result is None or not result.held:
             return False
         self.our_hold = _own_hold(result)
+        self.held_at = workflow.time()
         self._set_status(state=WorkloadState.HELD)
         return True
 
@@ -583,6 +634,12 @@ class JobRecoveryWorkflow:
             if not held:
                 requeued = await self._action(c.REQUEUE_HOLD, advice.advice_id, attempt)
                 if requeued is None:
+                    if workflow.patched(PATCH_FAILED_HOLD):
+                        # Slurm may have applied it before the step failed: lift a requeue-hold if one is
+                        # there (a user's or an admin's hold has another Reason and stays).
+                        await self._action(
+                            c.RELEASE_JOB, advice.advice_id, attempt, our_hold=REQUEUE_HELD_REASON
+                        )
                     return
                 self.our_hold = _own_hold(requeued)
             self._set_status(state=WorkloadState.RECOVERING, excluded_nodes=advice.exclude_nodes)
@@ -730,17 +787,18 @@ class JobRecoveryWorkflow:
         cluster mode, settings reload), skip the remaining steps; the caller still releases the job
         TrainGuard holds, unchanged (fail-open: Slurm runs it as it would have without us)."""
         self._apply_settings()  # the sequence stops here if they say observe
-        if self.mode == Mode.ACTION and self.cfg.acknowledged:
+        paused = self.carry.status.paused and workflow.patched(PATCH_PAUSE_STOPS)
+        if self.mode == Mode.ACTION and self.cfg.acknowledged and not paused:
             return False
         if not workflow.patched(PATCH_STOP_ON_OBSERVE):
             return False
+        why = "monitoring paused" if paused else f"switched to {self.mode.value} mode"
         self._event(
             EventType.ACTION,
             level=Level.WARNING,
             actor=Actor.SYSTEM,
             action="recovery_stopped",
-            message=f"switched to {self.mode.value} mode mid-recovery: exclusion skipped; "
-            "releasing the job TrainGuard held, unchanged",
+            message=f"{why} mid-recovery: exclusion skipped; releasing the job TrainGuard held, unchanged",
             data={"advice_id": advice.advice_id},
         )
         return True

@@ -84,6 +84,14 @@ class WorkerProcess:
         self.starts: list[float] = []
         self.deaths: list[float] = []
         self._supervisor: asyncio.Task[None] | None = None
+        self.code: Path | None = None  # another source tree (an earlier release); None: this checkout
+
+    def use_code(self, tree: Path | None) -> None:
+        """Run the worker from `tree` from its next start on: only that tree on the path (-P leaves the
+        working directory out, PYTHONPATH puts the tree before any installed copy of TrainGuard)."""
+        self.code = tree
+        python = [sys.executable, "-P"] if tree is not None else [sys.executable]
+        self.proc.argv = [*python, "-m", "trainguard", "--config", str(self.config), "worker"]
 
     @property
     def log_file(self) -> Path:
@@ -104,6 +112,10 @@ class WorkerProcess:
         self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
 
     def _spawn(self) -> None:
+        if self.code is not None:
+            self.proc.env = {**self.proc.env, "PYTHONPATH": str(self.code)}
+        else:
+            self.proc.env.pop("PYTHONPATH", None)
         self.proc.start()
         self.starts.append(time.time())
 
@@ -443,7 +455,11 @@ def start_slurmctld(cluster: LocalSlurmCluster) -> None:
 
 @contextlib.asynccontextmanager
 async def crash_stack(
-    name: str, *, audit_url: str | None = None, failpoints: Iterable[str] = ()
+    name: str,
+    *,
+    audit_url: str | None = None,
+    failpoints: Iterable[str] = (),
+    worker_code: Path | None = None,
 ) -> AsyncIterator[CrashStack]:
     """Start Slurm + Temporal (db file) + the worker subprocess under CRASH_DIR/name; stop all after."""
     root = CRASH_DIR / name
@@ -466,6 +482,7 @@ async def crash_stack(
     url = audit_url or f"sqlite:///{root / ('audit-' + uuid.uuid4().hex[:8] + '.db')}"
     config = write_config(root, temporal_address=temporal.address, cluster=cluster, audit_url=url)
     worker = WorkerProcess(root, config)
+    worker.use_code(worker_code)
     store = AuditStore.from_url(url)
     recorder = SlurmRecorder(cluster)
     client: Client | None = None

@@ -14,8 +14,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
 
+from tests.fakes.temporal_control import StoreTemporalControl
 from trainguard.api.app import create_app
-from trainguard.api.temporal_control import StoreTemporalControl
 from trainguard.audit import AuditStore
 from trainguard.audit.demo import seed_demo
 from trainguard.settings import APISettings, AuditSettings, Settings

@@ -16,8 +16,8 @@ import playwright.sync_api as playwright_sync
 import pytest
 import uvicorn
 
+from tests.fakes.temporal_control import StoreTemporalControl
 from trainguard.api.app import create_app
-from trainguard.api.temporal_control import StoreTemporalControl
 from trainguard.audit import AuditStore
 from trainguard.audit.demo import seed_demo, seed_recovery
 from trainguard.models import AuditEventIn, EventType, Mode, WorkloadId

@@ -9,13 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
+from tests.fakes.temporal_control import StoreTemporalControl
 from trainguard import telemetry
 from trainguard.api.app import create_app
-from trainguard.api.temporal_control import (
-    StoreTemporalControl,
-    TemporalUnavailable,
-    UpdateRejected,
-)
+from trainguard.api.temporal_control import TemporalUnavailable, UpdateRejected
 from trainguard.audit import AuditStore
 from trainguard.audit.demo import seed_demo
 from trainguard.models import EventType, Mode, ModeChange, PauseRequest, WorkloadId, WorkloadStatus
@@ -340,7 +337,7 @@ def test_console_is_served_with_a_strict_csp(client: TestClient) -> None:
 
 def test_api_over_mariadb() -> None:
     """The same calls against MariaDB, the production backend (skipped only when it is unreachable)."""
-    from trainguard.audit.testing import DatabaseUnavailable, temporary_mysql_database
+    from tests.fakes.mysql import DatabaseUnavailable, temporary_mysql_database
 
     try:
         with temporary_mysql_database() as url:

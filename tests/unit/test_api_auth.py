@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
+from tests.fakes.temporal_control import StoreTemporalControl
 from trainguard.api.app import create_app, create_metrics_app
-from trainguard.api.temporal_control import StoreTemporalControl
 from trainguard.audit import AuditStore
 from trainguard.audit.demo import seed_demo
 from trainguard.models import EventType, Mode, ModeChange, PauseRequest, WorkloadId

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+from tests.fakes.temporal_control import StoreTemporalControl
 from trainguard.api.app import create_app
-from trainguard.api.temporal_control import StoreTemporalControl
 from trainguard.audit import AuditStore
 from trainguard.settings import Settings
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.fakes.temporal_control import StoreTemporalControl
 from trainguard.api.app import create_app
-from trainguard.api.temporal_control import StoreTemporalControl
 from trainguard.audit import AuditStore
 from trainguard.audit.demo import seed_demo
 from trainguard.models import EventType, ModeChange, WorkloadId, WorkloadStatus

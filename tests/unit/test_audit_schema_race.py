@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, inspect
 
+from tests.fakes.mysql import temporary_mysql_database
 from trainguard.audit.tables import ALL_TABLES
-from trainguard.audit.testing import temporary_mysql_database
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = 8

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.exc import OperationalError
 
+from tests.fakes.mysql import DatabaseUnavailable, temporary_mysql_database
 from trainguard.audit import AdviceNotFound, AuditStore, Disposition, InvalidCursor, iter_all_events
-from trainguard.audit.testing import DatabaseUnavailable, temporary_mysql_database
 from trainguard.models import (
     ActionKind,
     Actor,

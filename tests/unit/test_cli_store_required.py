@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.mysql import temporary_mysql_database
 from trainguard.audit import AuditStore
-from trainguard.audit.testing import temporary_mysql_database
 from trainguard.cli import main
 
 

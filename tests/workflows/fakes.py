@@ -88,6 +88,7 @@ class FakeActivities:
     attribute_blocks: bool = False
     watch_inputs: list[c.WatchInput] = field(default_factory=list)
     held_by_someone_else: bool = False  # requeue_hold finds the job already held (a user's hold)
+    slurm_job: JobSnapshot | None = field(default_factory=job)  # what job_state reads (None: gone)
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -99,7 +100,13 @@ class FakeActivities:
             self.set_excluded,
             self.release_job,
             self.cancel_job,
+            self.job_state,
         ]
+
+    @activity.defn(name=c.JOB_STATE)
+    async def job_state(self, inp: c.JobActionInput) -> c.JobStateResult:
+        self.calls.append("job_state")
+        return c.JobStateResult(job=self.slurm_job)
 
     @activity.defn(name=c.WATCH_JOB)
     async def watch_job(self, inp: c.WatchInput) -> c.WatchResult:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import getpass
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from trainguard.api.temporal_control import ClientTemporalControl, TemporalControlError
@@ -41,28 +43,45 @@ def _workflow_id(key: str) -> str:
 
 
 def _mode(args: argparse.Namespace) -> int:
-    control = ClientTemporalControl(settings_from(args).temporal)
     change = ModeChange(mode=Mode(args.mode), who=getpass.getuser(), reason=args.reason)
-    try:
-        if args.workload:
-            status = asyncio.run(control.set_workload_mode(_workflow_id(args.workload), change))
-            print(f"{status.workload_key}: mode {status.mode.value} (state {status.state.value})")
-        else:
-            asyncio.run(control.set_cluster_mode(args.cluster, change))
-            print(f"cluster {args.cluster}: mode {args.mode}")
-    except TemporalControlError as err:
-        print(f"trainguard: {err}", file=sys.stderr)
-        return 1
-    return 0
+    workflow_id = _workflow_id(args.workload) if args.workload else ""
+
+    async def send(control: ClientTemporalControl) -> str:
+        if workflow_id:
+            status = await control.set_workload_mode(workflow_id, change)
+            return f"{status.workload_key}: mode {status.mode.value} (state {status.state.value})"
+        await control.set_cluster_mode(args.cluster, change)
+        return f"cluster {args.cluster}: mode {args.mode}"
+
+    return _with_control(args, send)
 
 
 def _monitoring(args: argparse.Namespace) -> int:
-    control = ClientTemporalControl(settings_from(args).temporal)
     req = PauseRequest(paused=args.action == "pause", who=getpass.getuser(), reason=args.reason)
-    try:
-        asyncio.run(control.set_workload_paused(_workflow_id(args.workload), req))
-    except TemporalControlError as err:
-        print(f"trainguard: {err}", file=sys.stderr)
-        return 1
-    print(f"{args.workload}: monitoring {'paused' if req.paused else 'resumed'}")
-    return 0
+    workflow_id = _workflow_id(args.workload)
+
+    async def send(control: ClientTemporalControl) -> str:
+        await control.set_workload_paused(workflow_id, req)
+        return f"{args.workload}: monitoring {'paused' if req.paused else 'resumed'}"
+
+    return _with_control(args, send)
+
+
+def _with_control(args: argparse.Namespace, send: Callable[[ClientTemporalControl], Awaitable[str]]) -> int:
+    settings = settings_from(args).temporal
+
+    async def go() -> int:
+        control = ClientTemporalControl(settings)
+        try:
+            print(await send(control))
+        except TemporalControlError as err:
+            print(f"trainguard: {err}", file=sys.stderr)
+            return 1
+        finally:
+            # A Temporal client still alive at interpreter exit can abort the process (rc -6,
+            # PyGILState_Release during finalization): release it while its event loop still runs.
+            del control
+            gc.collect()
+        return 0
+
+    return asyncio.run(go())

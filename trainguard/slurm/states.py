@@ -145,3 +145,8 @@ def node_state_from_list(values: Iterable[str]) -> tuple[str, tuple[str, ...]]:
     base = next((w for w in words if w in NODE_BASE_STATES), "")
     flags = tuple(w for w in words if w != base)
     return node_state(base or (flags[0] if flags else ""), flags), flags
+
+
+# Slurm's Reason for a job `scontrol requeuehold` put back (22.05 and 24.11): the hold TrainGuard places on
+# a failed attempt. A user's or an admin's `scontrol hold` shows JobHeldUser / JobHeldAdmin instead.
+REQUEUE_HELD_REASON = "job_requeued_in_held_state"

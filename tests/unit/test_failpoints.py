@@ -1,0 +1,21 @@
+"""Failpoints fire once per key, only when named, and `fire` lets the caller fail instead of dying."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainguard import failpoints
+
+
+def test_fire_once_per_key_only_when_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINGUARD_FAILPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("TRAINGUARD_FAILPOINTS", " fail_after_requeue_hold , other")
+    assert failpoints.fire("fail_after_requeue_hold", "advice-1")
+    assert not failpoints.fire("fail_after_requeue_hold", "advice-1")  # remembered: the retry runs through
+    assert failpoints.fire("fail_after_requeue_hold", "advice-2")
+    assert not failpoints.fire("after_requeue_hold", "advice-1")  # not named
+    monkeypatch.setenv("TRAINGUARD_FAILPOINTS", "")
+    assert not failpoints.fire("fail_after_requeue_hold", "advice-3")
+    failpoints.hit("after_requeue_hold", "advice-3")  # disabled: returns, does not kill this process
