@@ -22,7 +22,7 @@ from trainguard.checkpoint_dir import allowed_dir, newest_checkpoint
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
-from trainguard.detection.severity import job_is_running, shows_running_job_failing
+from trainguard.detection.severity import job_is_running, launcher_verdict, shows_running_job_failing
 from trainguard.identity import matches_workload
 from trainguard.logsources.base import LogSource
 from trainguard.logsources.nodelogs import NodeLogFollower, NodeSourceFactory
@@ -261,7 +261,7 @@ class JobWatcher:
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)
             settled = state.settle_until is not None and (now >= state.settle_until or job.state in FINISHED)
-            if settled and self._awaiting_slurm(state, job, now):
+            if settled and self._awaiting_slurm(state, job, now, analyzer.last_progress_offset):
                 settled = False
             if settled:
                 fatal = any(f.fatal for f in state.findings)
@@ -344,13 +344,18 @@ class JobWatcher:
         if info is not None:
             analyzer.credit_checkpoint(info.iteration)
 
-    def _awaiting_slurm(self, state: _Progress, job: JobSnapshot, now: float) -> bool:
+    def _awaiting_slurm(
+        self, state: _Progress, job: JobSnapshot, now: float, last_progress_offset: int = -1
+    ) -> bool:
         """Whether to hold a decision for Slurm's verdict, bounded by slurm_verdict_wait_s from the first
         signal. Two cases: the job is still RUNNING and no finding shows it failing (srun reports a
         killed rank a moment before it tears the step down; a running job is only touched on evidence
         that it fails), or every fatal finding is a cascade and one says a peer was lost (the peer's
         node may have died, which only Slurm can tell). Slurm ending the job, or marking one of its
-        nodes down, arrives as a scheduler finding and ends the wait."""
+        nodes down, arrives as a scheduler finding and ends the wait.
+        A launcher's verdict that a rank died (srun's `task 2: Killed`) shows the job failing without
+        waiting for srun's teardown, unless training went on after it (a script that retries its step,
+        or a step that is not the training): then Slurm decides."""
         fatal = [f for f in state.findings if f.fatal]
         if not fatal or any(f.category.value == "straggler" for f in state.findings):
             return False
@@ -361,7 +366,13 @@ class JobWatcher:
         deciding = [f for f in fatal if not f.cascade and f.source != FindingSource.PROGRESS]
         if not deciding and any(f.pattern_id in PEER_LOSS_PATTERNS for f in fatal):
             return True
-        return job_is_running(job) and not any(shows_running_job_failing(f, job) for f in fatal)
+        if not job_is_running(job):
+            return False
+        failing = [f for f in fatal if shows_running_job_failing(f, job)]
+        if failing and all(launcher_verdict(f) for f in failing):
+            said = max((f.offset for f in failing if f.offset is not None), default=None)
+            return said is None or last_progress_offset > said
+        return not failing
 
     @staticmethod
     def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:

@@ -259,9 +259,13 @@ async def test_a_peer_loss_wait_is_bounded() -> None:
 
 async def test_a_running_jobs_error_waits_only_until_slurm_ends_the_job() -> None:
     """srun prints a rank's death while the job is still RUNNING; the decision waits for the job to stop
-    (a running job is only touched on evidence that it fails) and goes ahead as soon as it has."""
+    (a running job is only touched on evidence that it fails) and goes ahead as soon as it has. Without
+    srun's own verdict lines (a launcher that prints none): srun's `task N: Exited` would decide at once."""
     world = World(job=running(num_tasks=4))
-    world.log += _node_death_cascade() + b"[rank2]: ValueError: bad sample in batch at step 9\n"
+    cascade = b"".join(
+        line for line in _node_death_cascade().splitlines(keepends=True) if not line.startswith(b"srun:")
+    )
+    world.log += cascade + b"[rank2]: ValueError: bad sample in batch at step 9\n"
 
     async def job_fails() -> None:
         await asyncio.sleep(0.4)
@@ -274,6 +278,31 @@ async def test_a_running_jobs_error_waits_only_until_slurm_ends_the_job() -> Non
     assert 0.4 <= time.monotonic() - started < 5.0
     assert result.observation.kind == ObservationKind.FAILURE
     assert result.observation.job is not None and result.observation.job.state == "FAILED"
+
+
+async def test_srun_reporting_a_rank_killed_decides_while_the_job_still_runs() -> None:
+    """srun's `node2: task 2: Killed` is the launcher's word that a rank is dead: the decision does not
+    wait for srun's teardown and Slurm's end of the job (real captured output of a 2x2 DDP job)."""
+    world = World(job=running(num_tasks=4))
+    world.log += (_FIXTURES / "srun_sigkill_rank2.out").read_bytes()
+    started = time.monotonic()
+    result = await watcher(world, slurm_verdict_wait_s=30.0).watch(inp(slice_s=20.0), lambda *a: None)
+    assert time.monotonic() - started < 5.0
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE and obs.job is not None and obs.job.state == "RUNNING"
+    assert any(f.pattern_id == "sigkill" and f.nodes == ("node2",) for f in obs.findings)
+
+
+async def test_training_that_goes_on_after_srun_reports_a_dead_rank_waits_for_slurm() -> None:
+    """A script that retries its failed step (or a step that is not the training) logs progress after
+    srun's verdict: that verdict then does not show the job failing, and Slurm decides (bounded)."""
+    world = World(job=running(num_tasks=4))
+    world.log += PROGRESS.format(i=1).encode() + b"srun: error: node2: task 2: Exited with exit code 1\n"
+    world.log += b"prep step failed, retrying the training step\n" + PROGRESS.format(i=2).encode()
+    started = time.monotonic()
+    result = await watcher(world, slurm_verdict_wait_s=0.5).watch(inp(slice_s=20.0), lambda *a: None)
+    assert time.monotonic() - started >= 0.5
+    assert result.observation.kind == ObservationKind.FAILURE  # reported for the record once the wait ends
 
 
 async def test_an_error_of_a_stopped_job_does_not_wait() -> None:

@@ -68,6 +68,7 @@ class LogAnalyzer:
         self._carry_offset = 0
         self._line_no = 0  # complete lines consumed so far
         self._progress_lines = 0
+        self._last_progress_offset = -1
         self._last_traceback: int | None = None
         self._root_cause_until = -1
         self._root_cause_host: str | None = None
@@ -82,6 +83,11 @@ class LogAnalyzer:
     @property
     def progress_lines(self) -> int:
         return self._progress_lines
+
+    @property
+    def last_progress_offset(self) -> int:
+        """Byte offset in the log of the newest progress line (-1: none yet)."""
+        return self._last_progress_offset
 
     @property
     def lines_seen(self) -> int:
@@ -203,7 +209,10 @@ class LogAnalyzer:
                 self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
             return
         if any(self._kw_progress[k] for k in present):
+            before = self._progress_lines
             self._progress(line, now, out)
+            if self._progress_lines > before:
+                self._last_progress_offset = offset
 
     def _progress(self, line: str, now: float, out: list[Finding]) -> None:
         p = parse_progress(line, self._config)
