@@ -18,7 +18,7 @@ from temporalio import activity
 
 from activities.snapshot_cache import SnapshotCache
 from trainguard import contracts as c
-from trainguard.checkpoint_dir import allowed_dir, newest_checkpoint
+from trainguard.checkpoint_dir import allowed_dir, filesystem_space, newest_checkpoint
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
@@ -27,6 +27,7 @@ from trainguard.identity import matches_workload
 from trainguard.logsources.base import LogSource
 from trainguard.logsources.nodelogs import NodeLogFollower, NodeSourceFactory
 from trainguard.models import (
+    Attribution,
     Category,
     Finding,
     FindingSource,
@@ -52,6 +53,7 @@ PEER_LOSS_PATTERNS = frozenset({"gloo_peer_lost", "nccl_remote_error"})
 # touch a running job (it is then recorded and watched), so a real crash is attributed with its log
 # evidence and Slurm's exit together.
 RUNNING_GRACE_S = 45.0
+CHECKPOINT_FS_FULL = "checkpoint_fs_full"
 MAX_CONTEXT = 20
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 
@@ -233,12 +235,15 @@ class JobWatcher:
             if not phase.failure_handled:
                 sched = scheduler_findings(job, self.cache.nodes, prev)
                 self._collect(state, [f for f in sched if f.fatal], now, 0.0)
+            # Besides its rhythm, the GPU metrics are read once when a failure starts to settle: they
+            # corroborate (or add) hardware evidence on the job's nodes before the decision.
+            corroborate = state.first_signal_at is not None and last_gpu_probe < state.first_signal_at
             if (
                 self.gpu_probe is not None
                 and not phase.failure_handled
                 and job.state == RUNNING
                 and job.nodes
-                and now - last_gpu_probe >= self.gpu_interval_s
+                and (now - last_gpu_probe >= self.gpu_interval_s or corroborate)
             ):
                 last_gpu_probe = now
                 gpu = await self.gpu_probe(job.nodes)
@@ -249,7 +254,10 @@ class JobWatcher:
                 settling or now - last_checkpoint_scan >= self.checkpoints.interval_s
             ):
                 last_checkpoint_scan = now
-                await self._scan_checkpoints(job, analyzer)
+                no_space = await self._scan_checkpoints(job, analyzer, check_space=settling)
+                reported = any(f.pattern_id == CHECKPOINT_FS_FULL for f in state.findings)
+                if no_space is not None and not reported:
+                    self._collect(state, [no_space], now, 0.0)
             new_progress = analyzer.progress_lines > progress_before
             if job.state == CANCELLED:
                 # A user's or an administrator's decision, read from Slurm's own state: it ends the
@@ -331,18 +339,38 @@ class JobWatcher:
                 log.info("node log of %s unreadable: %s", node, err)
         return out
 
-    async def _scan_checkpoints(self, job: JobSnapshot, analyzer: LogAnalyzer) -> None:
+    async def _scan_checkpoints(
+        self, job: JobSnapshot, analyzer: LogAnalyzer, *, check_space: bool = False
+    ) -> Finding | None:
+        """Credit the newest complete checkpoint; while a failure settles, also say whether the
+        checkpoint filesystem is full (a framework's failed write often does not say why: torch.save
+        reports ENOSPC as `unexpected pos N vs M`)."""
         assert self.checkpoints is not None
         directory = self.checkpoints.directory(job)
         if directory is None:
-            return
+            return None
         try:
             info = await asyncio.to_thread(newest_checkpoint, directory)
         except OSError as err:  # an unreadable directory is no checkpoint, not a failed watch
             log.info("checkpoint dir of job %s unreadable: %s", job.job_id, err)
-            return
+            info = None
         if info is not None:
             analyzer.credit_checkpoint(info.iteration)
+        if not check_space:
+            return None
+        space = await asyncio.to_thread(filesystem_space, directory)
+        if space is None or not space.full:
+            return None
+        return Finding(
+            source=FindingSource.LOG,
+            pattern_id=CHECKPOINT_FS_FULL,
+            category=Category.STORAGE_IO,
+            attribution=Attribution.INFRASTRUCTURE,
+            line=space.describe()[:300],
+            timestamp=self.clock(),
+            detail="filesystem full",
+            priority=3,  # measured on the filesystem itself, not read from text
+        )
 
     def _awaiting_slurm(
         self, state: _Progress, job: JobSnapshot, now: float, last_progress_offset: int = -1

@@ -7,9 +7,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import CheckpointLocator, JobWatcher, _rank_to_node
 from trainguard import contracts as c
+from trainguard.attribution.rules import attribute
+from trainguard.checkpoint_dir import FilesystemSpace
 from trainguard.detection.progress import ProgressConfig
 from trainguard.logsources.base import LogChunk
 from trainguard.logsources.files import FileLogSource
@@ -156,6 +160,47 @@ async def test_gpu_metrics_findings_name_the_node() -> None:
     assert asked == [("node1", "node2")]
     assert result.observation.kind == ObservationKind.FAILURE
     assert xid in result.observation.findings
+
+
+async def test_a_kernel_log_xid_is_corroborated_by_the_gpu_metrics_at_once(tmp_path: Path) -> None:
+    """The periodic GPU probe ran when the watch started; an Xid then appears in node2's kernel log: the
+    metrics are read again right away (not 15 s later), so both sources are in the observation."""
+    (tmp_path / "node2").mkdir()
+    kern = tmp_path / "node2" / "kern.log"
+    kern.write_bytes(b"")
+    world = World(job=running())
+    world.log += PROGRESS.format(i=1).encode()
+    dcgm = Finding(
+        source=FindingSource.METRICS,
+        pattern_id="dcgm_xid_79",
+        category=Category.GPU_HARDWARE,
+        attribution=Attribution.HARDWARE,
+        nodes=("node2",),
+        line="DCGM_FI_DEV_XID_ERRORS=79",
+    )
+    probes: list[float] = []
+
+    async def probe(nodes: object) -> list[Finding]:
+        probes.append(time.monotonic())
+        return [dcgm] if kern.stat().st_size else []
+
+    async def fault() -> None:
+        await asyncio.sleep(0.3)
+        kern.write_bytes(
+            b"Nov 30 12:00:00 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=7, GPU has fallen off\n"
+        )
+
+    def node_source(node: str) -> FileLogSource:
+        return FileLogSource(LocalRunner(), str(tmp_path / node / "kern.log"))
+
+    writer = asyncio.create_task(fault())
+    w = watcher(world, gpu_probe=probe, gpu_interval_s=600.0, node_sources=node_source)
+    result = await w.watch(inp(slice_s=5.0, settle_s=0.3), lambda *a: None)
+    await writer
+    assert len(probes) == 2  # at the start, and once the failure began to settle
+    sources = {f.source for f in result.observation.findings}
+    assert sources == {FindingSource.LOG, FindingSource.METRICS}
+    assert all(f.nodes == ("node2",) for f in result.observation.findings)
 
 
 async def test_a_restarted_attempt_reports_its_first_progress_line() -> None:
@@ -348,6 +393,44 @@ async def test_the_newest_complete_checkpoint_on_disk_is_checkpoint_progress(tmp
     assert result.observation.progress.last_checkpoint_iteration == 40
 
 
+async def test_a_failed_checkpoint_write_on_a_full_filesystem_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.save reports ENOSPC only as `unexpected pos N vs M`: while the failure settles the watch
+    reads the checkpoint filesystem's free space, and a full one is a storage fault of the site."""
+    import activities.watch as watch_module
+
+    work = tmp_path / "home" / "alice" / "run"
+    ckpt = work / "ckpt"
+    ckpt.mkdir(parents=True)
+    opt_in = f'{{"trainguard": {{"mode": "action", "checkpoint_dir": "{ckpt}"}}}}'
+    world = World(job=running(comment=opt_in, work_dir=str(work), state="FAILED", exit_code=1))
+    world.log += PROGRESS.format(i=15).encode()
+    world.log += (
+        b"[rank0]: RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534\n"
+    )
+    monkeypatch.setattr(watch_module, "filesystem_space", lambda d: FilesystemSpace(str(d), 0, 1 << 20))
+    locator = CheckpointLocator(interval_s=0.01)
+    result = await watcher(world, checkpoints=locator).watch(inp(slice_s=2.0), lambda *a: None)
+    full = [f for f in result.observation.findings if f.pattern_id == "checkpoint_fs_full"]
+    assert len(full) == 1 and full[0].category == Category.STORAGE_IO
+    assert full[0].attribution == Attribution.INFRASTRUCTURE and full[0].nodes == ()
+    assert "0 B free of 1.0 MiB" in full[0].line
+    verdict = attribute(result.observation.findings, world.job)
+    assert (verdict.category, verdict.attribution) == (Category.STORAGE_IO, Attribution.INFRASTRUCTURE)
+    # with room left, the same failure says nothing about the filesystem
+    monkeypatch.setattr(watch_module, "filesystem_space", lambda d: FilesystemSpace(str(d), 900_000, 1 << 20))
+    result = await watcher(world, checkpoints=locator).watch(inp(slice_s=2.0), lambda *a: None)
+    assert not [f for f in result.observation.findings if f.pattern_id == "checkpoint_fs_full"]
+
+
+def test_a_filesystem_is_full_below_one_percent_and_one_gib() -> None:
+    assert FilesystemSpace("/x", 10_000, 1 << 20).full
+    assert not FilesystemSpace("/x", 20_000, 1 << 20).full
+    assert not FilesystemSpace("/x", 5 << 30, 1 << 50).full  # 1 % of a petabyte is still room
+    assert FilesystemSpace("/x", 500 << 20, 1 << 50).full
+
+
 async def test_a_checkpoint_dir_outside_the_allowed_roots_is_not_read(tmp_path: Path) -> None:
     work = tmp_path / "home" / "alice" / "run"
     work.mkdir(parents=True)
@@ -401,8 +484,10 @@ async def test_an_xid_in_a_nodes_kernel_log_is_that_nodes_and_that_jobs(tmp_path
         with kern1.open("ab") as fh:  # another job's process on a shared node: not hardware
             fh.write(b"[  200.0] Out of memory: Killed process 4242 (python) total-vm:1234kB\n")
         with kern2.open("ab") as fh:
-            fh.write(b"[  201.5] NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=python3, An uncorrectable "
-                     b"double bit error (DBE) has been detected on GPU in the framebuffer at 0x1.\n")
+            fh.write(
+                b"[  201.5] NVRM: Xid (PCI:0000:86:00): 48, pid=9, name=python3, An uncorrectable "
+                b"double bit error (DBE) has been detected on GPU in the framebuffer at 0x1.\n"
+            )
 
     injector = asyncio.create_task(faults())
     result = await watcher(world, node_sources=node_source).watch(inp(slice_s=10.0), lambda *a: None)

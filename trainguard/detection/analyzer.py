@@ -78,7 +78,13 @@ class LogAnalyzer:
 
     @property
     def progress(self) -> ProgressState:
-        return self._tracker.state()
+        state = self._tracker.state()
+        gating = self._rank_stragglers.slowest_ms()
+        if gating is not None and (state.recent_step_ms is None or gating > state.recent_step_ms):
+            # Ranks that time their own share of the step (a job-wide median of their lines hides one
+            # slow rank): the job's step is its slowest rank's, which the cost of staying depends on.
+            state = state.model_copy(update={"recent_step_ms": gating})
+        return state
 
     @property
     def progress_lines(self) -> int:
