@@ -22,7 +22,12 @@ from trainguard.checkpoint_dir import allowed_dir, filesystem_space, newest_chec
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
-from trainguard.detection.severity import job_is_running, launcher_verdict, shows_running_job_failing
+from trainguard.detection.severity import (
+    SUPERSEDED,
+    job_is_running,
+    launcher_verdict,
+    shows_running_job_failing,
+)
 from trainguard.identity import matches_workload
 from trainguard.logsources.base import LogSource
 from trainguard.logsources.nodelogs import NodeLogFollower, NodeSourceFactory
@@ -170,6 +175,8 @@ class JobWatcher:
 
         def result(kind: ObservationKind, job: JobSnapshot | None) -> c.WatchResult:
             prog = analyzer.progress if analyzer is not None else progress
+            if kind == ObservationKind.FAILURE and analyzer is not None and job_is_running(job):
+                state.findings[:] = _superseded(state.findings, analyzer.last_progress_offset)
             return c.WatchResult(
                 observation=Observation(
                     kind=kind,
@@ -414,6 +421,16 @@ class JobWatcher:
         room = 50 - len(state.findings)
         if room > 0:
             state.findings.extend(relevant[:room])
+
+
+def _superseded(findings: Sequence[Finding], last_progress_offset: int) -> list[Finding]:
+    """Launcher verdicts followed by more training are marked so they do not show the job failing."""
+    out: list[Finding] = []
+    for f in findings:
+        if launcher_verdict(f) and f.offset is not None and last_progress_offset > f.offset:
+            f = f.model_copy(update={"detail": SUPERSEDED})
+        out.append(f)
+    return out
 
 
 def _slurm_verdict_text(finding: Finding) -> bool:

@@ -347,7 +347,11 @@ async def test_training_that_goes_on_after_srun_reports_a_dead_rank_waits_for_sl
     started = time.monotonic()
     result = await watcher(world, slurm_verdict_wait_s=0.5).watch(inp(slice_s=20.0), lambda *a: None)
     assert time.monotonic() - started >= 0.5
-    assert result.observation.kind == ObservationKind.FAILURE  # reported for the record once the wait ends
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE  # reported for the record once the wait ends
+    # ... and only recorded and watched: the verdict line is marked as superseded by the training
+    assert any(f.pattern_id == "srun_task_exited" and "superseded" in f.detail for f in obs.findings)
+    assert not attribute(obs.findings, obs.job).fatal
 
 
 async def test_an_error_of_a_stopped_job_does_not_wait() -> None:

@@ -77,9 +77,14 @@ def hardware_grade(finding: Finding) -> bool:
     return finding.category in _SCHEDULER_OWN and finding.priority >= PRIORITY_PLATFORM
 
 
+# The watch marks a launcher verdict after which training went on (a script retrying its step): it then
+# shows nothing about the job.
+SUPERSEDED = "superseded: training went on after this line"
+
+
 def launcher_verdict(finding: Finding) -> bool:
     """A log line in which the job's launcher (srun, torchrun, mpirun) reports one of its ranks dead."""
-    if not finding.fatal or finding.source != FindingSource.LOG:
+    if not finding.fatal or finding.source != FindingSource.LOG or finding.detail == SUPERSEDED:
         return False
     return bool(_LAUNCHER_VERDICT.search(finding.line))
 
