@@ -18,15 +18,21 @@ from temporalio import activity
 
 from activities.snapshot_cache import SnapshotCache
 from trainguard import contracts as c
-from trainguard.checkpoint_dir import allowed_dir, newest_checkpoint
+from trainguard.checkpoint_dir import allowed_dir, filesystem_space, newest_checkpoint
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
-from trainguard.detection.severity import job_is_running, shows_running_job_failing
+from trainguard.detection.severity import (
+    SUPERSEDED,
+    job_is_running,
+    launcher_verdict,
+    shows_running_job_failing,
+)
 from trainguard.identity import matches_workload
 from trainguard.logsources.base import LogSource
 from trainguard.logsources.nodelogs import NodeLogFollower, NodeSourceFactory
 from trainguard.models import (
+    Attribution,
     Category,
     Finding,
     FindingSource,
@@ -52,6 +58,7 @@ PEER_LOSS_PATTERNS = frozenset({"gloo_peer_lost", "nccl_remote_error"})
 # touch a running job (it is then recorded and watched), so a real crash is attributed with its log
 # evidence and Slurm's exit together.
 RUNNING_GRACE_S = 45.0
+CHECKPOINT_FS_FULL = "checkpoint_fs_full"
 MAX_CONTEXT = 20
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 
@@ -170,6 +177,8 @@ class JobWatcher:
 
         def result(kind: ObservationKind, job: JobSnapshot | None) -> c.WatchResult:
             prog = analyzer.progress if analyzer is not None else progress
+            if kind == ObservationKind.FAILURE and analyzer is not None and job_is_running(job):
+                state.findings[:] = _superseded(state.findings, analyzer.last_progress_offset)
             return c.WatchResult(
                 observation=Observation(
                     kind=kind,
@@ -233,12 +242,15 @@ class JobWatcher:
             if not phase.failure_handled:
                 sched = scheduler_findings(job, self.cache.nodes, prev)
                 self._collect(state, [f for f in sched if f.fatal], now, 0.0)
+            # Besides its rhythm, the GPU metrics are read once when a failure starts to settle: they
+            # corroborate (or add) hardware evidence on the job's nodes before the decision.
+            corroborate = state.first_signal_at is not None and last_gpu_probe < state.first_signal_at
             if (
                 self.gpu_probe is not None
                 and not phase.failure_handled
                 and job.state == RUNNING
                 and job.nodes
-                and now - last_gpu_probe >= self.gpu_interval_s
+                and (now - last_gpu_probe >= self.gpu_interval_s or corroborate)
             ):
                 last_gpu_probe = now
                 gpu = await self.gpu_probe(job.nodes)
@@ -249,7 +261,10 @@ class JobWatcher:
                 settling or now - last_checkpoint_scan >= self.checkpoints.interval_s
             ):
                 last_checkpoint_scan = now
-                await self._scan_checkpoints(job, analyzer)
+                no_space = await self._scan_checkpoints(job, analyzer, check_space=settling)
+                reported = any(f.pattern_id == CHECKPOINT_FS_FULL for f in state.findings)
+                if no_space is not None and not reported:
+                    self._collect(state, [no_space], now, 0.0)
             new_progress = analyzer.progress_lines > progress_before
             if job.state == CANCELLED:
                 # A user's or an administrator's decision, read from Slurm's own state: it ends the
@@ -261,7 +276,7 @@ class JobWatcher:
                 state.findings.clear()
                 return result(ObservationKind.COMPLETED, job)
             settled = state.settle_until is not None and (now >= state.settle_until or job.state in FINISHED)
-            if settled and self._awaiting_slurm(state, job, now):
+            if settled and self._awaiting_slurm(state, job, now, analyzer.last_progress_offset):
                 settled = False
             if settled:
                 job = await self._current(inp, job)
@@ -344,26 +359,51 @@ class JobWatcher:
                 log.info("node log of %s unreadable: %s", node, err)
         return out
 
-    async def _scan_checkpoints(self, job: JobSnapshot, analyzer: LogAnalyzer) -> None:
+    async def _scan_checkpoints(
+        self, job: JobSnapshot, analyzer: LogAnalyzer, *, check_space: bool = False
+    ) -> Finding | None:
+        """Credit the newest complete checkpoint; while a failure settles, also say whether the
+        checkpoint filesystem is full (a framework's failed write often does not say why: torch.save
+        reports ENOSPC as `unexpected pos N vs M`)."""
         assert self.checkpoints is not None
         directory = self.checkpoints.directory(job)
         if directory is None:
-            return
+            return None
         try:
             info = await asyncio.to_thread(newest_checkpoint, directory)
         except OSError as err:  # an unreadable directory is no checkpoint, not a failed watch
             log.info("checkpoint dir of job %s unreadable: %s", job.job_id, err)
-            return
+            info = None
         if info is not None:
             analyzer.credit_checkpoint(info.iteration)
+        if not check_space:
+            return None
+        space = await asyncio.to_thread(filesystem_space, directory)
+        if space is None or not space.full:
+            return None
+        return Finding(
+            source=FindingSource.LOG,
+            pattern_id=CHECKPOINT_FS_FULL,
+            category=Category.STORAGE_IO,
+            attribution=Attribution.INFRASTRUCTURE,
+            line=space.describe()[:300],
+            timestamp=self.clock(),
+            detail="filesystem full",
+            priority=3,  # measured on the filesystem itself, not read from text
+        )
 
-    def _awaiting_slurm(self, state: _Progress, job: JobSnapshot, now: float) -> bool:
+    def _awaiting_slurm(
+        self, state: _Progress, job: JobSnapshot, now: float, last_progress_offset: int = -1
+    ) -> bool:
         """Whether to hold a decision for Slurm's verdict, bounded by slurm_verdict_wait_s from the first
         signal. Two cases: the job is still RUNNING and no finding shows it failing (srun reports a
         killed rank a moment before it tears the step down; a running job is only touched on evidence
         that it fails), or every fatal finding is a cascade and one says a peer was lost (the peer's
         node may have died, which only Slurm can tell). Slurm ending the job, or marking one of its
-        nodes down, arrives as a scheduler finding and ends the wait."""
+        nodes down, arrives as a scheduler finding and ends the wait.
+        A launcher's verdict that a rank died (srun's `task 2: Killed`) shows the job failing without
+        waiting for srun's teardown, unless training went on after it (a script that retries its step,
+        or a step that is not the training): then Slurm decides."""
         fatal = [f for f in state.findings if f.fatal]
         if not fatal or any(f.category.value == "straggler" for f in state.findings):
             return False
@@ -374,7 +414,13 @@ class JobWatcher:
         deciding = [f for f in fatal if not f.cascade and f.source != FindingSource.PROGRESS]
         if not deciding and any(f.pattern_id in PEER_LOSS_PATTERNS for f in fatal):
             return True
-        return job_is_running(job) and not any(shows_running_job_failing(f, job) for f in fatal)
+        if not job_is_running(job):
+            return False
+        failing = [f for f in fatal if shows_running_job_failing(f, job)]
+        if failing and all(launcher_verdict(f) for f in failing):
+            said = max((f.offset for f in failing if f.offset is not None), default=None)
+            return said is None or last_progress_offset > said
+        return not failing
 
     @staticmethod
     def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:
@@ -388,6 +434,16 @@ class JobWatcher:
         room = 50 - len(state.findings)
         if room > 0:
             state.findings.extend(relevant[:room])
+
+
+def _superseded(findings: Sequence[Finding], last_progress_offset: int) -> list[Finding]:
+    """Launcher verdicts followed by more training are marked so they do not show the job failing."""
+    out: list[Finding] = []
+    for f in findings:
+        if launcher_verdict(f) and f.offset is not None and last_progress_offset > f.offset:
+            f = f.model_copy(update={"detail": SUPERSEDED})
+        out.append(f)
+    return out
 
 
 def _slurm_verdict_text(finding: Finding) -> bool:

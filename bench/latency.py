@@ -79,6 +79,7 @@ FAULT_LINE = {
     "exception": re.compile(r"Traceback \(most recent call last\)"),
 }
 PROGRESS = re.compile(r"^\s*iteration\s+(\d+)/")
+LAUNCHER_VERDICT = re.compile(r"^srun: error: \S+: tasks? [0-9,-]+: (Killed|Exited with exit code [1-9])")
 ATTEMPT = re.compile(r"^trainsim: job \d+ attempt (\d+) on (\S+)")
 
 
@@ -128,6 +129,10 @@ class Result:
     productive_at: float | None = None
     floor_s: float | None = None  # release confirmed by Slurm -> the new attempt's batch script runs
     tg_time_to_productive_s: float | None = None  # TrainGuard's own figure (from its first signal)
+    # Where detection time goes: fault -> the launcher's verdict line (srun's `task N: Killed/Exited`) seen
+    # in the log, and fault -> TrainGuard's first signal (the watch's first fatal finding).
+    launcher_line_s: float | None = None
+    first_signal_s: float | None = None
     outcome: str = ""
     note: str = ""
 
@@ -260,6 +265,12 @@ class Bench:
             return
         r.detected_at = detection.ts
         r.category = detection.category
+        first_signal = detection.data.get("first_signal_at")
+        if r.fault_at is not None and isinstance(first_signal, int | float):
+            r.first_signal_s = float(first_signal) - r.fault_at
+        launcher = tail.first(LAUNCHER_VERDICT)
+        if r.fault_at is not None and launcher is not None:
+            r.launcher_line_s = launcher[0] - r.fault_at
         # The workload then either recovers (requeue, resume), or the policy decides to watch / stop.
         end = await self.wait_event(
             r.job_id,
@@ -384,6 +395,8 @@ def detail(results: Sequence[Result]) -> str:
             r.kind,
             r.job_id,
             fmt(r.detection_s or float("nan")),
+            fmt(r.launcher_line_s if r.launcher_line_s is not None else float("nan")),
+            fmt(r.first_signal_s if r.first_signal_s is not None else float("nan")),
             r.category,
             fmt(r.first_action_s if r.first_action_s is not None else float("nan")),
             fmt(r.action_latency_s if r.action_latency_s is not None else float("nan")),
@@ -400,6 +413,8 @@ def detail(results: Sequence[Result]) -> str:
             "fault",
             "job",
             "detect s",
+            "srun s",
+            "1st sig s",
             "category",
             "1st act s",
             "act s",

@@ -182,3 +182,49 @@ def newest_checkpoint(directory: str | Path) -> CheckpointInfo | None:
     if not found:
         return None
     return max(found, key=lambda c: (c.iteration, c.mtime))
+
+
+# A filesystem is full when what is left is below both bounds: 1 % of it (a small quota'd or scratch
+# filesystem) and 1 GiB (on a petabyte filesystem 1 % is still room for many checkpoints).
+FULL_FRACTION = 0.01
+FULL_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class FilesystemSpace:
+    path: str
+    free_bytes: int  # what an unprivileged writer may still use (f_bavail)
+    size_bytes: int
+
+    @property
+    def full(self) -> bool:
+        return self.free_bytes < min(FULL_FRACTION * self.size_bytes, FULL_BYTES)
+
+    def describe(self) -> str:
+        return (
+            f"the checkpoint directory's filesystem is full: {_size(self.free_bytes)} free of "
+            f"{_size(self.size_bytes)} at {self.path}"
+        )
+
+
+def filesystem_space(directory: str | Path) -> FilesystemSpace | None:
+    """Free space of the filesystem holding `directory` (its nearest existing ancestor), or None."""
+    path = Path(directory)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    if st.f_blocks == 0:  # pseudo filesystems report no size
+        return None
+    return FilesystemSpace(str(directory), st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize)
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"

@@ -7,9 +7,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import CheckpointLocator, JobWatcher, _rank_to_node
 from trainguard import contracts as c
+from trainguard.attribution.rules import attribute
+from trainguard.checkpoint_dir import FilesystemSpace
 from trainguard.detection.progress import ProgressConfig
 from trainguard.logsources.base import LogChunk
 from trainguard.logsources.files import FileLogSource
@@ -158,6 +162,47 @@ async def test_gpu_metrics_findings_name_the_node() -> None:
     assert xid in result.observation.findings
 
 
+async def test_a_kernel_log_xid_is_corroborated_by_the_gpu_metrics_at_once(tmp_path: Path) -> None:
+    """The periodic GPU probe ran when the watch started; an Xid then appears in node2's kernel log: the
+    metrics are read again right away (not 15 s later), so both sources are in the observation."""
+    (tmp_path / "node2").mkdir()
+    kern = tmp_path / "node2" / "kern.log"
+    kern.write_bytes(b"")
+    world = World(job=running())
+    world.log += PROGRESS.format(i=1).encode()
+    dcgm = Finding(
+        source=FindingSource.METRICS,
+        pattern_id="dcgm_xid_79",
+        category=Category.GPU_HARDWARE,
+        attribution=Attribution.HARDWARE,
+        nodes=("node2",),
+        line="DCGM_FI_DEV_XID_ERRORS=79",
+    )
+    probes: list[float] = []
+
+    async def probe(nodes: object) -> list[Finding]:
+        probes.append(time.monotonic())
+        return [dcgm] if kern.stat().st_size else []
+
+    async def fault() -> None:
+        await asyncio.sleep(0.3)
+        kern.write_bytes(
+            b"Nov 30 12:00:00 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=7, GPU has fallen off\n"
+        )
+
+    def node_source(node: str) -> FileLogSource:
+        return FileLogSource(LocalRunner(), str(tmp_path / node / "kern.log"))
+
+    writer = asyncio.create_task(fault())
+    w = watcher(world, gpu_probe=probe, gpu_interval_s=600.0, node_sources=node_source)
+    result = await w.watch(inp(slice_s=5.0, settle_s=0.3), lambda *a: None)
+    await writer
+    assert len(probes) == 2  # at the start, and once the failure began to settle
+    sources = {f.source for f in result.observation.findings}
+    assert sources == {FindingSource.LOG, FindingSource.METRICS}
+    assert all(f.nodes == ("node2",) for f in result.observation.findings)
+
+
 async def test_a_restarted_attempt_reports_its_first_progress_line() -> None:
     world = World(job=running(restart_count=1))
     world.log += b"loading checkpoint from /ckpt at iteration 20\n" + PROGRESS.format(i=21).encode()
@@ -259,9 +304,13 @@ async def test_a_peer_loss_wait_is_bounded() -> None:
 
 async def test_a_running_jobs_error_waits_only_until_slurm_ends_the_job() -> None:
     """srun prints a rank's death while the job is still RUNNING; the decision waits for the job to stop
-    (a running job is only touched on evidence that it fails) and goes ahead as soon as it has."""
+    (a running job is only touched on evidence that it fails) and goes ahead as soon as it has. Without
+    srun's own verdict lines (a launcher that prints none): srun's `task N: Exited` would decide at once."""
     world = World(job=running(num_tasks=4))
-    world.log += _node_death_cascade() + b"[rank2]: ValueError: bad sample in batch at step 9\n"
+    cascade = b"".join(
+        line for line in _node_death_cascade().splitlines(keepends=True) if not line.startswith(b"srun:")
+    )
+    world.log += cascade + b"[rank2]: ValueError: bad sample in batch at step 9\n"
 
     async def job_fails() -> None:
         await asyncio.sleep(0.4)
@@ -274,6 +323,35 @@ async def test_a_running_jobs_error_waits_only_until_slurm_ends_the_job() -> Non
     assert 0.4 <= time.monotonic() - started < 5.0
     assert result.observation.kind == ObservationKind.FAILURE
     assert result.observation.job is not None and result.observation.job.state == "FAILED"
+
+
+async def test_srun_reporting_a_rank_killed_decides_while_the_job_still_runs() -> None:
+    """srun's `node2: task 2: Killed` is the launcher's word that a rank is dead: the decision does not
+    wait for srun's teardown and Slurm's end of the job (real captured output of a 2x2 DDP job)."""
+    world = World(job=running(num_tasks=4))
+    world.log += (_FIXTURES / "srun_sigkill_rank2.out").read_bytes()
+    started = time.monotonic()
+    result = await watcher(world, slurm_verdict_wait_s=30.0).watch(inp(slice_s=20.0), lambda *a: None)
+    assert time.monotonic() - started < 5.0
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE and obs.job is not None and obs.job.state == "RUNNING"
+    assert any(f.pattern_id == "sigkill" and f.nodes == ("node2",) for f in obs.findings)
+
+
+async def test_training_that_goes_on_after_srun_reports_a_dead_rank_waits_for_slurm() -> None:
+    """A script that retries its failed step (or a step that is not the training) logs progress after
+    srun's verdict: that verdict then does not show the job failing, and Slurm decides (bounded)."""
+    world = World(job=running(num_tasks=4))
+    world.log += PROGRESS.format(i=1).encode() + b"srun: error: node2: task 2: Exited with exit code 1\n"
+    world.log += b"prep step failed, retrying the training step\n" + PROGRESS.format(i=2).encode()
+    started = time.monotonic()
+    result = await watcher(world, slurm_verdict_wait_s=0.5).watch(inp(slice_s=20.0), lambda *a: None)
+    assert time.monotonic() - started >= 0.5
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE  # reported for the record once the wait ends
+    # ... and only recorded and watched: the verdict line is marked as superseded by the training
+    assert any(f.pattern_id == "srun_task_exited" and "superseded" in f.detail for f in obs.findings)
+    assert not attribute(obs.findings, obs.job).fatal
 
 
 async def test_an_error_of_a_stopped_job_does_not_wait() -> None:
@@ -317,6 +395,44 @@ async def test_the_newest_complete_checkpoint_on_disk_is_checkpoint_progress(tmp
     locator = CheckpointLocator(interval_s=0.01)
     result = await watcher(world, checkpoints=locator).watch(inp(slice_s=0.2), lambda *a: None)
     assert result.observation.progress.last_checkpoint_iteration == 40
+
+
+async def test_a_failed_checkpoint_write_on_a_full_filesystem_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.save reports ENOSPC only as `unexpected pos N vs M`: while the failure settles the watch
+    reads the checkpoint filesystem's free space, and a full one is a storage fault of the site."""
+    import activities.watch as watch_module
+
+    work = tmp_path / "home" / "alice" / "run"
+    ckpt = work / "ckpt"
+    ckpt.mkdir(parents=True)
+    opt_in = f'{{"trainguard": {{"mode": "action", "checkpoint_dir": "{ckpt}"}}}}'
+    world = World(job=running(comment=opt_in, work_dir=str(work), state="FAILED", exit_code=1))
+    world.log += PROGRESS.format(i=15).encode()
+    world.log += (
+        b"[rank0]: RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534\n"
+    )
+    monkeypatch.setattr(watch_module, "filesystem_space", lambda d: FilesystemSpace(str(d), 0, 1 << 20))
+    locator = CheckpointLocator(interval_s=0.01)
+    result = await watcher(world, checkpoints=locator).watch(inp(slice_s=2.0), lambda *a: None)
+    full = [f for f in result.observation.findings if f.pattern_id == "checkpoint_fs_full"]
+    assert len(full) == 1 and full[0].category == Category.STORAGE_IO
+    assert full[0].attribution == Attribution.INFRASTRUCTURE and full[0].nodes == ()
+    assert "0 B free of 1.0 MiB" in full[0].line
+    verdict = attribute(result.observation.findings, world.job)
+    assert (verdict.category, verdict.attribution) == (Category.STORAGE_IO, Attribution.INFRASTRUCTURE)
+    # with room left, the same failure says nothing about the filesystem
+    monkeypatch.setattr(watch_module, "filesystem_space", lambda d: FilesystemSpace(str(d), 900_000, 1 << 20))
+    result = await watcher(world, checkpoints=locator).watch(inp(slice_s=2.0), lambda *a: None)
+    assert not [f for f in result.observation.findings if f.pattern_id == "checkpoint_fs_full"]
+
+
+def test_a_filesystem_is_full_below_one_percent_and_one_gib() -> None:
+    assert FilesystemSpace("/x", 10_000, 1 << 20).full
+    assert not FilesystemSpace("/x", 20_000, 1 << 20).full
+    assert not FilesystemSpace("/x", 5 << 30, 1 << 50).full  # 1 % of a petabyte is still room
+    assert FilesystemSpace("/x", 500 << 20, 1 << 50).full
 
 
 async def test_a_checkpoint_dir_outside_the_allowed_roots_is_not_read(tmp_path: Path) -> None:

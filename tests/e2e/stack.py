@@ -24,6 +24,7 @@ from trainguard.settings import (
     AuditSettings,
     ClusterSettings,
     LogSettings,
+    MetricsSettings,
     Settings,
     TemporalSettings,
     WatchdogSettings,
@@ -44,6 +45,9 @@ PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0")) + XDIST_PORT_STRID
     os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or "0"
 )
 NODE_LOGS = REPO / "var" / f"e2e-nodelogs-{PORT_OFFSET}"
+# The worker's Prometheus (DCGM metrics). Nothing listens there unless a test starts one (a down
+# Prometheus gives no findings at once); tests/e2e/test_pytorch_recovery.py starts the real binary.
+PROMETHEUS_PORT = 18790 + PORT_OFFSET
 
 
 def free_port() -> int:
@@ -74,6 +78,7 @@ def make_settings(
         audit=AuditSettings(url=audit_url),
         # per-node kernel logs, as files here (Loki {host=...} streams in production)
         logs=LogSettings(node_log_path=str(NODE_LOGS / "{node}" / "kern.log")),
+        metrics=MetricsSettings(prometheus_url=f"http://127.0.0.1:{PROMETHEUS_PORT}", timeout_s=2.0),
         watch=WatchSettings(
             poll_interval_s=0.5,
             slice_s=120.0,

@@ -10,18 +10,25 @@ runs the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import NODE_LOGS, PORT_OFFSET, REPO, Stack, SubmittedJob
+from tests.e2e.stack import NODE_LOGS, PORT_OFFSET, PROMETHEUS_PORT, REPO, Stack, SubmittedJob
+from trainguard.gpumetrics.sim_exporter import GpuFleet, SimExporter
+from trainguard.localstack.prometheus import LocalPrometheus
 from trainguard.models import AuditEventIn, EventType
 from trainguard.slurm.hostlist import expand_hostlist
 
@@ -40,8 +47,8 @@ def _torch_importable() -> None:
         ) from err
 
 
-def comment(mode: str) -> str:
-    return json.dumps({"trainguard": {"environment": "e2e", "mode": mode}})
+def comment(mode: str, **extra: str) -> str:
+    return json.dumps({"trainguard": {"environment": "e2e", "mode": mode, **extra}})
 
 
 @dataclass
@@ -67,7 +74,7 @@ class DdpJob:
     async def wait_step(self, step: int, timeout: float = 90.0) -> float:
         """Until the log shows training at `step` or later; returns when it was seen."""
         deadline = time.monotonic() + timeout
-        rx = re.compile(r"^step (\d+)/", re.M)
+        rx = re.compile(r"^(?:\[rank\d+\]: )?step (\d+)/", re.M)
         while time.monotonic() < deadline:
             steps = [int(s) for s in rx.findall(self.text())]
             if steps and max(steps) >= step:
@@ -77,11 +84,27 @@ class DdpJob:
 
 
 def submit_ddp(
-    stack: Stack, *, mode: str, launcher: str = "srun", steps: int = 30, env: dict[str, str] | None = None
+    stack: Stack,
+    *,
+    mode: str,
+    launcher: str = "srun",
+    steps: int = 30,
+    env: dict[str, str] | None = None,
+    ckpt_fs_bytes: int | None = None,
 ) -> DdpJob:
+    """`ckpt_fs_bytes`: the checkpoint directory is a tmpfs of that size (unmount it with
+    `unmount_ckpt_fs`), named in the opt-in comment so the watch reads it."""
     _torch_importable()
     workdir = stack.workdir / f"ddp-{len(stack.jobs)}-{int(time.time() * 1000)}"
     workdir.mkdir(parents=True)
+    extra: dict[str, str] = {}
+    if ckpt_fs_bytes is not None:
+        (workdir / "ckpt").mkdir()
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={ckpt_fs_bytes}", "tmpfs", str(workdir / "ckpt")],
+            check=True,
+        )
+        extra["checkpoint_dir"] = str(workdir / "ckpt")
     pid_dir = workdir / "pids"
     defaults = {
         "DDP_PYTHON": sys.executable,
@@ -106,13 +129,31 @@ def submit_ddp(
         "--nodes=2",
         "--ntasks-per-node=2",
         f"--output={workdir}/ddp-%j.out",
-        f"--comment={comment(mode)}",
+        f"--comment={comment(mode, **extra)}",
         str(SBATCH),
     ]
     job_id = stack.cluster.sbatch(argv, env={**os.environ, **defaults, **(env or {})})
     job = SubmittedJob(job_id=job_id, workdir=workdir, cluster=stack.cluster)
     stack.jobs.append(job)
     return DdpJob(job=job, pid_dir=pid_dir)
+
+
+def unmount_ckpt_fs(ddp: DdpJob) -> None:
+    subprocess.run(["umount", "-l", str(ddp.job.workdir / "ckpt")], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Another writer fills the filesystem (a neighbour's dump on shared scratch): write until ENOSPC."""
+    filler = directory / "filler.bin"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as err:
+        assert err.errno == errno.ENOSPC, err
+    finally:
+        os.close(fd)
+    return filler
 
 
 def verdict_advice(events: list[AuditEventIn]) -> AuditEventIn:
@@ -221,28 +262,57 @@ async def test_the_same_exception_after_requeue_stops_retrying(stack: Stack) -> 
 
 
 @pytest.mark.pytorch_full
-async def test_an_xid_in_a_nodes_kernel_log_excludes_that_node(stack: Stack) -> None:
-    """A GPU fault delivered where it really appears: node2's kernel log, not the job's stdout. The
-    watch follows the kernel logs of the job's nodes; the Xid is attributed to node2 and this job,
-    node2 is excluded and the job resumes elsewhere from its checkpoint."""
-    ddp = submit_ddp(stack, mode="action", steps=40)
-    await ddp.wait_step(12)
-    _, bad = ddp.rank(2)  # the job's second node
-    kern = NODE_LOGS / bad / "kern.log"
-    kern.parent.mkdir(parents=True, exist_ok=True)
-    with kern.open("ab") as fh:
-        fh.write(
-            f"Nov 30 21:40:01 {bad} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, "
-            "GPU has fallen off the bus.\n".encode()
-        )
-    events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=150)
-    advice = verdict_advice(events)
-    assert advice.category == "gpu_hardware" and advice.nodes == (bad,), advice.message
-    record = ddp.job.show()
-    assert record["JobState"] == "COMPLETED" and record["ExcNodeList"] == bad
-    assert bad not in record["NodeList"]
-    assert "Xid" not in ddp.text()  # the job's own output never carried it
-    assert re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
+async def test_a_gpu_fault_in_the_kernel_log_and_dcgm_excludes_that_node(stack: Stack) -> None:
+    """A GPU fault delivered where it really appears: node2's kernel log and the DCGM metrics (a real
+    Prometheus scraping the simulated dcgm-exporter), not the job's stdout. The watch follows the kernel
+    logs of the job's nodes and reads the metrics once the failure starts; both are attributed to that
+    node and this job, the node is excluded and the job resumes elsewhere from its checkpoint."""
+    exporter = SimExporter(GpuFleet(["node1", "node2", "node3", "node4"], gpus_per_node=1)).start()
+    prom = LocalPrometheus(
+        stack.workdir / "prometheus",
+        port=PROMETHEUS_PORT,
+        scrape_targets=[exporter.target],
+        scrape_interval_s=1,
+    )
+    try:
+        prom.start()
+        ddp = submit_ddp(stack, mode="action", steps=40)
+        await ddp.wait_step(12)
+        _, bad = ddp.rank(2)  # the job's second node
+        exporter.fleet.inject(bad, 0, "xid", 79)
+        await _prometheus_shows_xid(prom.url, bad)
+        kern = NODE_LOGS / bad / "kern.log"
+        kern.parent.mkdir(parents=True, exist_ok=True)
+        with kern.open("ab") as fh:
+            fh.write(
+                f"Nov 30 21:40:01 {bad} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, "
+                "GPU has fallen off the bus.\n".encode()
+            )
+        events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=150)
+        detection = first(events, EventType.DETECTION)
+        assert any("NVRM: Xid" in line for line in detection.evidence), detection.evidence
+        assert any("DCGM_FI_DEV_XID_ERRORS" in line for line in detection.evidence), detection.evidence
+        advice = verdict_advice(events)
+        assert advice.category == "gpu_hardware" and advice.nodes == (bad,), advice.message
+        record = ddp.job.show()
+        assert record["JobState"] == "COMPLETED" and record["ExcNodeList"] == bad
+        assert bad not in expand_hostlist(record["NodeList"])
+        assert "Xid" not in ddp.text()  # the job's own output never carried it
+        assert re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
+    finally:
+        prom.stop()
+        exporter.stop()
+
+
+async def _prometheus_shows_xid(url: str, node: str, timeout: float = 30.0) -> None:
+    query = urllib.parse.urlencode({"query": f'DCGM_FI_DEV_XID_ERRORS{{Hostname="{node}"}} > 0'})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=2) as resp:
+            if json.load(resp)["data"]["result"]:
+                return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"Prometheus never showed the Xid of {node}")
 
 
 @pytest.mark.pytorch_full
@@ -266,26 +336,124 @@ async def test_torchrun_sigkill_in_observe_mode_advises_and_never_touches_slurm(
     assert "Root Cause" in ddp.text() and node in ("node1", "node2")
 
 
+async def stop_bursts(pid: int, stopped_s: float, running_s: float, until: asyncio.Event) -> None:
+    """Slow one process from outside (a noisy neighbour, a throttled CPU): SIGSTOP it for `stopped_s`,
+    let it run for `running_s`, until `until` is set or the process is gone. Never leaves it stopped."""
+    try:
+        while not until.is_set():
+            os.kill(pid, signal.SIGSTOP)
+            await asyncio.sleep(stopped_s)
+            os.kill(pid, signal.SIGCONT)
+            await asyncio.sleep(running_s)
+    except ProcessLookupError:
+        return
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
 @pytest.mark.pytorch_full
-async def test_a_slow_rank_is_a_straggler_named_by_its_node(stack: Stack) -> None:
-    """Each rank prints its own share of the step ([rankN]: ... s/it); rank 3 (node2 with 2 ranks per
-    node) becomes 3x slower. The straggler advice names node2; whatever the cost model decides, no
-    other node is excluded."""
-    ddp = submit_ddp(
-        stack,
-        mode="action",
-        steps=70,
-        env={"DDP_RANK_TIMES": "1", "DDP_SLOW_RANK": "3", "DDP_SLOW_FROM": "15", "DDP_SLOW_FACTOR": "3"},
-    )
+async def test_a_rank_slowed_from_outside_is_a_straggler_named_by_its_node(stack: Stack) -> None:
+    """Each rank prints its own share of the step ([rankN]: ... s/it). Rank 3 (the job's second node, 2
+    ranks per node) is slowed from outside with SIGSTOP/SIGCONT bursts, so every synchronous step waits
+    for it: the job runs ~3x slower. The straggler names rank 3's node, the cost model sees the job's real
+    (slowest-rank) step time, not the fast ranks' median, and the decision is to requeue away from that
+    node; the job completes elsewhere from its checkpoint."""
+    ddp = submit_ddp(stack, mode="action", steps=90, env={"DDP_RANK_TIMES": "1"})
+    await ddp.wait_step(12)
+    pid, slow_node = ddp.rank(3)
+    assert slow_node == expand_hostlist(ddp.job.show()["NodeList"])[1]
+    done = asyncio.Event()
+    bursts = asyncio.create_task(stop_bursts(pid, 0.4, 0.2, done))
 
     def straggler_advice() -> bool:
         events = stack.events(ddp.job.job_id)
         return any(e.event_type == EventType.ADVICE and e.category == "straggler" for e in events)
 
-    events = await stack.wait_until(straggler_advice, "straggler advice", 120, ddp.job.job_id)
+    try:
+        events = await stack.wait_until(straggler_advice, "straggler advice", 120, ddp.job.job_id)
+    finally:
+        done.set()
+        await bursts
     advice = next(e for e in events if e.event_type == EventType.ADVICE and e.category == "straggler")
-    # a record-and-watch advice names the node in its reason; a requeue-away one also in `nodes`
-    assert "straggler on node2" in advice.message or advice.nodes == ("node2",), advice.message
+    assert advice.action == "requeue" and advice.nodes == (slow_node,), advice.message
     assert any("[rank3]" in line or "rank 3" in line for line in advice.evidence), advice.evidence
+    slowdown = re.search(r"slowdown (\d+)%", advice.message)
+    assert slowdown and int(slowdown.group(1)) >= 40, advice.message  # ~67 %: not the fast ranks' ~0 %
+    await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=240)
     record = ddp.job.show()
-    assert record.get("ExcNodeList") in ("(null)", None, "node2")
+    assert record["JobState"] == "COMPLETED" and record["ExcNodeList"] == slow_node
+    assert slow_node not in expand_hostlist(record["NodeList"])
+    assert re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
+
+
+@pytest.mark.pytorch_full
+async def test_the_batch_hosts_death_is_slurms_node_failure_and_excludes_it(stack: Stack) -> None:
+    """The node that runs the batch script (and srun) dies mid-step: no launcher line and no error reaches
+    the log (srun died with it), the log just stops. Slurm calls the node dead and ends the job with
+    NODE_FAIL; that verdict decides (not the stall), the dead node is excluded and the job resumes
+    elsewhere from its checkpoint."""
+    ddp = submit_ddp(stack, mode="action", steps=40)
+    await ddp.wait_step(12)
+    record = ddp.job.show()
+    victim = record["BatchHost"]
+    assert victim in expand_hostlist(record["NodeList"]), record
+    stack.cluster.kill_node(victim)
+    try:
+        events = await stack.wait_until(
+            lambda: any(
+                e.event_type == EventType.ADVICE and e.evidence for e in stack.events(ddp.job.job_id)
+            ),
+            "the advice",
+            120,
+            ddp.job.job_id,
+        )
+        advice = verdict_advice(events)
+        assert advice.category == "slurm_node_failure", advice.message
+        assert victim in advice.nodes, (victim, advice.nodes)
+        events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=180)
+        record = ddp.job.show()
+        assert record["JobState"] == "COMPLETED"
+        assert victim not in expand_hostlist(record["NodeList"])
+        assert victim in expand_hostlist(record["ExcNodeList"])
+        assert re.search(r"^resumed from step (\d+)", ddp.text(), re.M), ddp.text()[-2000:]
+    finally:
+        stack.cluster.restart_node(victim)
+        stack.cluster._run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"], check=False)
+
+
+@pytest.mark.pytorch_full
+async def test_a_full_checkpoint_filesystem_is_a_storage_fault_not_the_nodes(stack: Stack) -> None:
+    """The checkpoint directory is a small filesystem that another writer fills up mid-run: rank 0's next
+    torch.save fails with ENOSPC, which PyTorch reports only as `unexpected pos N vs M`. The watch reads
+    the checkpoint filesystem's free space: a storage fault of the infrastructure, no node excluded, and
+    the advice says so. Once space is freed, the requeued job resumes from its last good checkpoint."""
+    ddp = submit_ddp(stack, mode="action", ckpt_fs_bytes=1 << 20)
+    try:
+        await ddp.wait_step(12)
+        filler = fill(ddp.job.workdir / "ckpt")
+        events = await stack.wait_until(
+            lambda: any(
+                e.event_type == EventType.ADVICE and e.evidence for e in stack.events(ddp.job.job_id)
+            ),
+            "the advice",
+            120,
+            ddp.job.job_id,
+        )
+        filler.unlink()  # an operator frees space
+        advice = verdict_advice(events)
+        assert (advice.category, advice.attribution) == ("storage_io", "infrastructure"), advice.message
+        assert advice.nodes == (), advice.nodes
+        assert "filesystem" in advice.message and "not the nodes' hardware" in advice.message, advice.message
+        assert any("checkpoint directory's filesystem is full" in line for line in advice.evidence), (
+            advice.evidence
+        )
+        assert "No space left" not in ddp.text()  # torch.save never said it
+        await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=180)
+        record = ddp.job.show()
+        assert record["JobState"] == "COMPLETED" and record["Restarts"] == "1"
+        assert record.get("ExcNodeList") in ("(null)", None)
+        resumed = re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
+        assert resumed and int(resumed.group(1)) >= 10, ddp.text()[-2000:]
+    finally:
+        unmount_ckpt_fs(ddp)

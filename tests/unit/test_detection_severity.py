@@ -141,6 +141,37 @@ def test_other_evidence_on_a_running_job_is_only_watched(line: str) -> None:
     assert not _running_verdict(line + "\n").fatal
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "srun: error: node4: task 2: Killed",
+        "srun: error: node1: tasks 0-1: Exited with exit code 1",
+        "srun: error: node4: task 3: Segmentation fault (core dumped)",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "mpirun noticed that process rank 3 with PID 4242 on node node4 exited on signal 9 (Killed).",
+    ],
+)
+def test_a_launchers_verdict_that_a_rank_died_touches_a_running_job(line: str) -> None:
+    """srun, torchrun's agent and mpirun report a rank dead only when its process is gone: the job is
+    failing even before srun tears the step down and Slurm ends the job."""
+    assert _running_verdict(line + "\n").fatal
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "srun: error: node9: task 2: Killed",  # a host outside the job
+        "srun: error: node4: task 3: Terminated",  # srun's own teardown of the survivors
+        "srun: error: node4: task 3: Exited with exit code 0",
+        "Killed",  # a shell's report: who killed what is not said
+        "subprocess.CalledProcessError: Command 'x' returned non-zero exit status 1.",
+        "echo srun error: node4: task 2: Killed",
+    ],
+)
+def test_lines_that_are_not_a_launchers_verdict_on_its_ranks_are_only_watched(line: str) -> None:
+    assert not _running_verdict(line + "\n").fatal
+
+
 def test_policy_records_and_watches_a_watched_verdict() -> None:
     verdict = _running_verdict("Traceback (most recent call last):\nValueError: x\n")
     ctx = DecisionContext(workload_key="lab/7/1", mode=Mode.ACTION, acknowledged=True, now=1.0, job=RUNNING)

@@ -611,3 +611,12 @@ def test_legacy_replays_keep_their_old_decision() -> None:
     legacy = ctx(job_=on_1_4, allocation=()).model_copy(update={"legacy_unrestricted": True})
     advice, _ = decide(PolicyState(), HW, legacy, CFG)
     assert advice.action == ActionKind.REQUEUE and advice.exclude_nodes == ("n03",)
+
+
+def test_a_storage_fault_excludes_no_node_and_says_it_is_the_filesystem() -> None:
+    """ENOSPC / a failing filesystem: the site's fault, not the nodes' hardware; not charged."""
+    storage = verdict(Category.STORAGE_IO, Attribution.INFRASTRUCTURE, patterns=("checkpoint_fs_full",))
+    advice, state = decide(PolicyState(), storage, ctx(ckpt=10), PolicyConfig())
+    assert advice.action == ActionKind.REQUEUE and advice.exclude_nodes == ()
+    assert "filesystem" in advice.reason and "not the nodes' hardware" in advice.reason
+    assert "not charged" in advice.reason and state.budget_spent == 0

@@ -12,6 +12,7 @@ import pytest
 
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.progress import ProgressConfig, checkpoint_event, parse_progress
+from trainguard.policy.straggler import slowdown_fraction
 
 CFG = ProgressConfig()
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pytorch"
@@ -227,6 +228,20 @@ def test_a_slow_rank_is_named_with_its_node_from_per_rank_step_times() -> None:
     assert len(slow) == 1  # reported once while it stays slow
     assert slow[0].rank == 3 and slow[0].nodes == ("node2",) and slow[0].category.value == "straggler"
     assert "3.00x" in slow[0].detail
+
+
+def test_the_slowest_rank_gates_the_jobs_step_time_in_the_cost_model() -> None:
+    """Each rank times its own share; rank 3 takes 3x as long, so every synchronous step waits for it:
+    the job's step is 0.6 s, not the 0.2 s most lines (and their median) show. The straggler cost model
+    then sees a 67 % slowdown, not ~0 %."""
+    analyzer = LogAnalyzer(node_of_rank=lambda r: ("node1", "node1", "node2", "node2")[r])
+    analyzer.feed(_rank_lines(None, range(1, 12)), now=1.0)
+    assert analyzer.progress.recent_step_ms == pytest.approx(200.0)
+    analyzer.feed(_rank_lines(3, range(12, 30)), now=2.0)
+    progress = analyzer.progress
+    assert progress.recent_step_ms == pytest.approx(600.0)
+    assert progress.baseline_step_ms == pytest.approx(200.0)
+    assert slowdown_fraction(progress) == pytest.approx(2 / 3)
 
 
 def test_one_slow_step_or_equal_ranks_are_no_straggler() -> None:

@@ -92,6 +92,7 @@ class LogAnalyzer:
         self._carry_offset = 0
         self._line_no = 0  # complete lines consumed so far
         self._progress_lines = 0
+        self._last_progress_offset = -1
         self._last_traceback: int | None = None
         self._root_cause_until = -1
         self._root_cause_host: str | None = None
@@ -110,11 +111,22 @@ class LogAnalyzer:
 
     @property
     def progress(self) -> ProgressState:
-        return self._tracker.state()
+        state = self._tracker.state()
+        gating = self._rank_stragglers.slowest_ms()
+        if gating is not None and (state.recent_step_ms is None or gating > state.recent_step_ms):
+            # Ranks that time their own share of the step (a job-wide median of their lines hides one
+            # slow rank): the job's step is its slowest rank's, which the cost of staying depends on.
+            state = state.model_copy(update={"recent_step_ms": gating})
+        return state
 
     @property
     def progress_lines(self) -> int:
         return self._progress_lines
+
+    @property
+    def last_progress_offset(self) -> int:
+        """Byte offset in the log of the newest progress line (-1: none yet)."""
+        return self._last_progress_offset
 
     @property
     def lines_seen(self) -> int:
@@ -273,7 +285,10 @@ class LogAnalyzer:
             self._finding(TRACEBACK_EXCEPTION, line, norm, line_no, offset, now, {}, out)
             return
         if any(self._kw_progress[k] for k in present):
+            before = self._progress_lines
             self._progress(line, now, out)
+            if self._progress_lines > before:
+                self._last_progress_offset = offset
 
     def _confirm(self, line_no: int, out: list[Finding]) -> None:
         """A traceback arrived: the waiting worker reports just before it were the job's failure."""

@@ -412,6 +412,12 @@ class RankStragglers:
         self._streak: dict[int, int] = {}
         self._reported: set[int] = set()
 
+    def slowest_ms(self) -> float | None:
+        """The slowest rank's median step over a full window: synchronous training waits for it, so it
+        is the job's real step time when each rank times only its own share."""
+        full = [_median(v) for v in self._recent.values() if len(v) >= self.config.straggler_window]
+        return max(full) if len(full) >= 2 else None
+
     def observe(self, rank: int, step_ms: float, now: float, line: str = "") -> Finding | None:
         cfg = self.config
         if step_ms <= 0 or (rank not in self._recent and len(self._recent) >= MAX_TRACKED_RANKS):

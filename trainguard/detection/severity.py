@@ -28,6 +28,17 @@ _WARNED = re.compile(
     r"\b[Cc]aught\b|\b[Ii]gnor(ed|ing)\b|\b[Ff]alling back\b|\b[Ss]kipping\b|\b[Cc]ontinuing\b"
 )
 _SCHEDULER_OWN = {Category.SLURM_NODE_FAILURE}
+# A launcher's verdict that a rank of the job died: srun's own report of a task killed or exited non-zero
+# (`srun: error: node2: task 2: Killed`, `...: tasks 0-1: Exited with exit code 1`), torchrun's agent
+# giving up on its workers (`torch.distributed.elastic...ChildFailedError`, raised only once its restarts
+# are spent) and mpirun's `process rank N ... exited on signal`. A program's caught or retried error never
+# prints these: the process is gone. Unlike a bare `Killed` or a traceback they are the launcher's word.
+_LAUNCHER_VERDICT = re.compile(
+    r"\bsrun: error: [A-Za-z0-9_.-]+: tasks? [0-9,-]+: "
+    r"(Killed|Exited with exit code [1-9][0-9]*|Segmentation fault|Bus error|Aborted)"
+    r"|torch\.distributed\.elastic\.multiprocessing\.errors\.ChildFailedError"
+    r"|process rank [0-9]+ with PID [0-9]+ on node [A-Za-z0-9_.-]+ exited on signal [0-9]+"
+)
 
 
 def _final_attempt(text: str) -> bool:
@@ -66,6 +77,18 @@ def hardware_grade(finding: Finding) -> bool:
     return finding.category in _SCHEDULER_OWN and finding.priority >= PRIORITY_PLATFORM
 
 
+# The watch marks a launcher verdict after which training went on (a script retrying its step): it then
+# shows nothing about the job.
+SUPERSEDED = "superseded: training went on after this line"
+
+
+def launcher_verdict(finding: Finding) -> bool:
+    """A log line in which the job's launcher (srun, torchrun, mpirun) reports one of its ranks dead."""
+    if not finding.fatal or finding.source != FindingSource.LOG or finding.detail == SUPERSEDED:
+        return False
+    return bool(_LAUNCHER_VERDICT.search(finding.line))
+
+
 def shows_running_job_failing(finding: Finding, job: JobSnapshot | None) -> bool:
     if not finding.fatal or not on_own_nodes(finding, job):
         return False
@@ -73,7 +96,7 @@ def shows_running_job_failing(finding: Finding, job: JobSnapshot | None) -> bool
         return True  # Slurm's own record: the job or one of its nodes stopped
     if finding.source == FindingSource.PROGRESS:
         return finding.category == Category.HANG  # the hang detector saw progress stop
-    return hardware_grade(finding)
+    return hardware_grade(finding) or launcher_verdict(finding)
 
 
 def job_is_running(job: JobSnapshot | None) -> bool:

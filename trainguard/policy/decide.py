@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from trainguard.models import ActionKind, Advice, Attribution, Verdict, clip
+from trainguard.models import ActionKind, Advice, Attribution, Category, Verdict, clip
 from trainguard.policy.classify import FailureClass, classify, failure_key
 from trainguard.policy.config import PolicyConfig
 from trainguard.policy.mode import should_execute
@@ -228,6 +228,12 @@ def _fatal(
         )
     elif kind == FailureClass.HARDWARE:
         parts.append("no node was implicated, so none newly excluded")
+    if verdict.category == Category.STORAGE_IO and not implicated:
+        parts.append(
+            "a storage fault (a full or failing filesystem: infrastructure), not the nodes' hardware, so "
+            "no node is excluded; until space is freed or the filesystem is fixed the job fails again at "
+            "its next checkpoint"
+        )
     if foreign:
         parts.append(f"ignoring {names(foreign)}: not part of the job's allocation")
     if full:
