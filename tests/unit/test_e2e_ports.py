@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bench import latency
 from tests.e2e import conftest, crash_stack, test_slurm_lab, test_slurmrestd, test_ssh_runner
-from tests.e2e.stack import PORT_OFFSET, XDIST_PORT_STRIDE
+from tests.e2e.stack import PORT_OFFSET, PROMETHEUS_PORT, XDIST_PORT_STRIDE
 from trainguard.quickstart import Layout
 
 EPHEMERAL_LOW = 32768
@@ -19,25 +19,30 @@ WORKERS = 2
 
 
 def port_ranges() -> dict[str, range]:
-    """Every fixed port the tests bind, as ranges (a cluster's slurmd ports follow its base)."""
-    lab, restd, ssh = test_slurm_lab.CTLD_PORT, test_slurmrestd.PORTS, test_ssh_runner.CTLD_PORT
+    """Every fixed port the tests bind, before any offset, as ranges (slurmd ports follow their base)."""
+
+    def ports(first: int, count: int = 1, *, offset: int = PORT_OFFSET) -> range:
+        return range(first - offset, first - offset + count)
+
+    lab, ssh = test_slurm_lab.CTLD_PORT, test_ssh_runner.CTLD_PORT
     ranges = {
-        "bench latency ctld": range(latency.CTLD_PORT, latency.CTLD_PORT + 1),
-        "bench latency slurmd": range(latency.NODE_PORT_BASE, latency.NODE_PORT_BASE + latency.NODES),
-        "crash ctld": range(crash_stack.CTLD_PORT, crash_stack.CTLD_PORT + 1),
-        "crash slurmd": range(crash_stack.NODE_PORT_BASE, crash_stack.NODE_PORT_BASE + 4),
+        "bench latency ctld": ports(latency.CTLD_PORT, offset=0),  # offset by --port-offset at run time
+        "bench latency slurmd": ports(latency.NODE_PORT_BASE, latency.NODES, offset=0),
+        "crash ctld": ports(crash_stack.CTLD_PORT),
+        "crash slurmd": ports(crash_stack.NODE_PORT_BASE, 4),
         # lab: ctld, +9 ghost, +10/+20 both-at-once, +30 rest, +40 the 24.11 lab, +184/+224 slurmd, +300
-        "lab": range(lab, lab + 304),
-        "ssh sshd": range(test_ssh_runner.SSH_PORT, test_ssh_runner.SSH_PORT + 1),
-        "ssh slurm": range(ssh, ssh + 264 + 2),
+        "lab": ports(lab, 304),
+        "ssh sshd": ports(test_ssh_runner.SSH_PORT),
+        "ssh slurm": ports(ssh, 264 + 2),
+        "e2e prometheus": ports(PROMETHEUS_PORT),
     }
     for version, (ctld, nodes) in conftest.SLURM_PORTS.items():
-        ranges[f"e2e {version}"] = range(ctld + PORT_OFFSET, ctld + PORT_OFFSET + 1)
-        ranges[f"e2e {version} slurmd"] = range(nodes + PORT_OFFSET, nodes + PORT_OFFSET + 4)
-    for version, port in restd.items():
-        ranges[f"restd {version}"] = range(port, port + 100 + 3)  # ctld, +50 slurmrestd, +100 slurmd
+        ranges[f"e2e {version}"] = range(ctld, ctld + 1)
+        ranges[f"e2e {version} slurmd"] = range(nodes, nodes + 4)
+    for version, port in test_slurmrestd.PORTS.items():
+        ranges[f"restd {version}"] = ports(port, 100 + 3)  # ctld, +50 slurmrestd, +100 slurmd
     # test_safety_actions runs `trainguard local up` with the quick-start layout shifted by 500
-    layout = Layout(root=conftest.E2E_DIR, port_offset=PORT_OFFSET + 500)
+    layout = Layout(root=conftest.E2E_DIR, port_offset=500)
     for name, base in {"ctld": 16817, "temporal": 7233, "ui": 8233, "api": 8088, "dcgm": 9400,
                        "prometheus": 9090, "metrics": 9464}.items():  # fmt: skip
         ranges[f"local-up {name}"] = range(layout.port(base), layout.port(base) + 1)
