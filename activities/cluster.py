@@ -30,6 +30,7 @@ from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.errors import SlurmParseError
 from trainguard.slurm.jobids import parse_job_id
 from trainguard.slurm.runner import CommandError
+from trainguard.workload_log import activity_log
 from workflows.search_attributes import CLUSTER, JOB_ID, initial_search_attributes
 
 log = logging.getLogger(__name__)
@@ -188,12 +189,15 @@ class ClusterActivities:
     # ---- watching ---------------------------------------------------------------------------------------
     @activity.defn(name=c.WATCH_JOB)
     async def watch_job(self, inp: c.WatchInput) -> c.WatchResult:
+        telemetry.watch_started(self.cluster)  # one activity slot each: reported against the capacity
         try:
             return await self.watcher.watch(inp, activity.heartbeat)
         except CommandError as err:
             raise _app_error(err) from None
         except SlurmParseError as err:
             raise format_error(err) from None
+        finally:
+            telemetry.watch_ended(self.cluster)
 
     # ---- scheduler actions ---------------------------------------------------------------------------------
     @activity.defn(name=c.REQUEUE_HOLD)
@@ -242,7 +246,9 @@ class ClusterActivities:
             raise format_error(err) from None
         except ValueError as err:  # invalid job id / node name: never retry
             raise ApplicationError(str(err)[:500], type="InvalidInput", non_retryable=True) from None
-        log.info("%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail)
+        activity_log(inp.workload.key).info(
+            "%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail
+        )
         failpoints.hit(f"after_{step.value}", inp.advice_id)
         own_hold: str | None = None
         if step == ActionStep.REQUEUE_HOLD:
