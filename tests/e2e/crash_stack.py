@@ -94,9 +94,14 @@ class WorkerProcess:
         return self.proc.pid() is not None
 
     def start(
-        self, failpoints: Iterable[str] = (), failpoint_dir: Path | None = None, *, supervise: bool = True
+        self,
+        failpoints: Iterable[str] = (),
+        failpoint_dir: Path | None = None,
+        *,
+        supervise: bool = True,
+        env: dict[str, str] | None = None,
     ) -> None:
-        env = {"PYTHONUNBUFFERED": "1"}
+        env = {"PYTHONUNBUFFERED": "1", **(env or {})}
         points = ",".join(failpoints)
         if points:
             env["TRAINGUARD_FAILPOINTS"] = points
@@ -254,11 +259,14 @@ class CrashStack:
     jobs: list[CrashJob] = field(default_factory=list)
     extra_workers: list[WorkerProcess] = field(default_factory=list)
 
-    def add_worker(self, *, supervise: bool = False) -> WorkerProcess:
-        """Another worker process on the same settings (both queues), as a second machine would run."""
+    def add_worker(
+        self, *, supervise: bool = False, args: Iterable[str] = (), env: dict[str, str] | None = None
+    ) -> WorkerProcess:
+        """Another worker process on the same settings (both queues), as a second machine would run;
+        `args` go to `trainguard worker`, `env` overrides settings (TRAINGUARD_SECTION__KEY)."""
         name = EXTRA_WORKERS[len(self.extra_workers)]
-        extra = WorkerProcess(self.root, self.worker.config, name=name)
-        extra.start(supervise=supervise)
+        extra = WorkerProcess(self.root, self.worker.config, name=name, args=args)
+        extra.start(supervise=supervise, env=env)
         self.extra_workers.append(extra)
         return extra
 
