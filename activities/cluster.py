@@ -23,8 +23,9 @@ from activities.snapshot_cache import SnapshotCache
 from activities.watch import JobWatcher
 from trainguard import contracts as c
 from trainguard import failpoints, telemetry
+from trainguard.api.temporal_control import cluster_workflow_id
 from trainguard.identity import workload_of
-from trainguard.models import ActionResult, ActionStep, JobSnapshot
+from trainguard.models import ActionResult, ActionStep, EventType, JobSnapshot
 from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.errors import SlurmParseError
@@ -34,7 +35,18 @@ from trainguard.workload_log import activity_log
 from workflows.search_attributes import CLUSTER, JOB_ID, initial_search_attributes
 
 log = logging.getLogger(__name__)
+CAPACITY_REPORT_EVERY_S = 3600.0
+_background: set[asyncio.Task[None]] = set()  # reports in flight (kept referenced until done)
 START_PARALLELISM = 32  # concurrent workflow starts during discovery (the dev server on SQLite is disk-bound)
+
+
+async def report_to_cluster(temporal: Client, cluster: str, report: c.ClusterReport) -> None:
+    """Signal the cluster's ClusterWatch, which audits the report; a failure is logged, never raised."""
+    try:
+        handle = temporal.get_workflow_handle(cluster_workflow_id(cluster))
+        await handle.signal("report_cluster_event", report)
+    except Exception as err:  # Temporal unreachable or ClusterWatch not running: the log and metric remain
+        log.warning("could not report %s to the cluster's workflow: %s", report.event_type.value, err)
 
 
 class ClusterActivities:
@@ -47,7 +59,11 @@ class ClusterActivities:
         temporal: Client,
         *,
         search_attributes: bool = True,
+        max_watches: int = 0,
     ) -> None:
+        self.max_watches = max_watches  # the worker's activity slots (0: unknown, not reported)
+        self.watching = 0
+        self._capacity_reported_at = float("-inf")
         self.cluster = cluster
         self.client = client
         self.cache = cache
@@ -190,6 +206,9 @@ class ClusterActivities:
     @activity.defn(name=c.WATCH_JOB)
     async def watch_job(self, inp: c.WatchInput) -> c.WatchResult:
         telemetry.watch_started(self.cluster)  # one activity slot each: reported against the capacity
+        self.watching += 1
+        if self.max_watches and self.watching >= self.max_watches:
+            self._capacity_reached()
         try:
             return await self.watcher.watch(inp, activity.heartbeat)
         except CommandError as err:
@@ -198,6 +217,30 @@ class ClusterActivities:
             raise format_error(err) from None
         finally:
             telemetry.watch_ended(self.cluster)
+            self.watching -= 1
+
+    def _capacity_reached(self) -> None:
+        """Every slot is taken: the next workload's watch waits on the server unserved. Logged and
+        audited (at most hourly per worker); trainguard_watch_slots_used alerts on it too."""
+        now = time.time()
+        log.error(
+            "all %d watch slots of this cluster worker are in use: add a cluster worker or raise "
+            "watch.max_watches, or new workloads wait unwatched",
+            self.max_watches,
+        )
+        if now - self._capacity_reported_at < CAPACITY_REPORT_EVERY_S:
+            return
+        self._capacity_reported_at = now
+        who = self.temporal.identity
+        report = c.ClusterReport(
+            key=f"capacity/{who}/{int(now // CAPACITY_REPORT_EVERY_S)}",
+            event_type=EventType.CAPACITY_LIMIT,
+            message=f"cluster worker {who} has all {self.max_watches} watch slots in use; new watches wait",
+            data={"worker": who, "max_watches": self.max_watches},
+        )
+        task = asyncio.get_running_loop().create_task(report_to_cluster(self.temporal, self.cluster, report))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
 
     # ---- scheduler actions ---------------------------------------------------------------------------------
     @activity.defn(name=c.REQUEUE_HOLD)

@@ -87,6 +87,8 @@ class CheckpointLocator:
             roots.append(job.work_dir)
         path = allowed_dir(wanted, tuple(roots))
         return str(path) if path is not None else None
+
+
 GpuProbe = Callable[[Sequence[str]], Awaitable[list[Finding]]]
 
 
@@ -193,9 +195,7 @@ class JobWatcher:
                 full = await self.client.job(job.job_id)
                 stdout_path = (full.stdout_path if full else "") or job.stdout_path
             if analyzer is None:
-                analyzer = LogAnalyzer(
-                    progress, config=self.progress_config, node_of_rank=_rank_to_node(job)
-                )
+                analyzer = LogAnalyzer(progress, config=self.progress_config, node_of_rank=_rank_to_node(job))
             progress_before = analyzer.progress_lines
             if stdout_path:
                 source = self.sources(job, stdout_path)

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -29,9 +29,11 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from activities.cluster import report_to_cluster
 from trainguard import contracts as c
 from trainguard import telemetry
 from trainguard.api.temporal_control import cluster_workflow_id
+from trainguard.models import EventType
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +111,6 @@ class Presence:
     clock: Callable[[], float] = time.time
     handled: set[str] = field(default_factory=set)
     takeovers: list[Held] = field(default_factory=list)
-    on_takeover: Callable[[list[Held]], Awaitable[None]] | None = None
 
     @property
     def queue(self) -> str:
@@ -168,9 +169,22 @@ class Presence:
         self.handled |= gone
         self.takeovers.extend(taken)
         telemetry.count_takeovers(self.cluster, len(taken))
-        if taken and self.on_takeover is not None:
-            await self.on_takeover(taken)
+        for who in sorted(gone):  # a worker that shut down gracefully held nothing: no report
+            mine = [h for h in taken if h.worker == who]
+            if mine:
+                await self.report(who, mine)
         return taken
+
+    async def report(self, who: str, taken: list[Held]) -> None:
+        """Audited through ClusterWatch: which worker vanished, and how many watches it had."""
+        report = c.ClusterReport(
+            key=f"worker-lost/{who}",
+            event_type=EventType.WORKER_LOST,
+            message=f"cluster worker {who} stopped polling; {len(taken)} activities taken over by "
+            f"{self.identity}",
+            data={"worker": who, "taken_over": len(taken), "by": self.identity},
+        )
+        await report_to_cluster(self.client, self.cluster, report)
 
     async def take_over(self, dead: set[str]) -> list[Held]:
         """Fail every started watch/discovery activity a dead worker holds; Temporal retries it here."""

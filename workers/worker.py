@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 WORKFLOWS = [JobRecoveryWorkflow, ClusterWatchWorkflow]
 MAX_CACHED_WORKFLOWS = 10_000
+STEP_SLOTS = 64  # cluster activity slots beyond watch.max_watches: discovery and scheduler actions
 
 
 async def connect(settings: Settings) -> Client:
@@ -281,7 +282,13 @@ def build_workers(
             ),
         )
         cluster = ClusterActivities(
-            settings.cluster.name, access, cache, watcher, client, search_attributes=search_attributes
+            settings.cluster.name,
+            access,
+            cache,
+            watcher,
+            client,
+            search_attributes=search_attributes,
+            max_watches=settings.watch.max_watches,
         )
         telemetry.set_watch_slots(settings.cluster.name, 0, settings.watch.max_watches)
         if settings.watch.presence_timeout_s > 0:
@@ -305,8 +312,9 @@ def build_workers(
                     cluster.cancel_job,
                     cluster.drain_node,
                 ],
-                # Watch activities are long and mostly asleep: one slot per monitored workload.
-                max_concurrent_activities=settings.watch.max_watches,
+                # Watch activities are long and mostly asleep: one slot per monitored workload, plus room
+                # for discovery and action steps (a full worker is reported: ClusterActivities).
+                max_concurrent_activities=settings.watch.max_watches + STEP_SLOTS,
                 # Each heartbeat sent is a billed action; let a longer heartbeat timeout mean fewer of
                 # them (the SDK sends at most one per 0.8 x timeout, but never less often than this).
                 max_heartbeat_throttle_interval=timedelta(

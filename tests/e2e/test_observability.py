@@ -1,9 +1,12 @@
 """Issue 15 §7: TrainGuard's own observability on the real stack.
 
 A worker process started with `temporal.metrics_bind` (from the environment) and `--metrics-port` runs a
-short training job through one recovery to completion. The SDK's Prometheus endpoint serves Temporal's own metrics (workflow
-task latency, requests); TrainGuard's per-workload goodput gauge is there while the workload runs and
-gone once it ended; the worker's log lines about the workload carry its key.
+short training job through one recovery to completion. The SDK's Prometheus endpoint serves Temporal's
+own metrics (workflow task latency, requests); TrainGuard's per-workload goodput gauge is there while the
+workload runs and gone once it ended; the worker's log lines about the workload carry its key. With one
+watch slot the worker reports its full capacity (audit event, gauge) instead of leaving workloads
+silently unwatched. With one watch slot, the
+worker reports its full capacity (audit event and gauge) instead of leaving workloads silently unwatched.
 """
 
 from __future__ import annotations
@@ -35,7 +38,11 @@ async def test_sdk_metrics_served_gauges_removed_at_end_and_log_lines_keyed() ->
         sdk_port, tg_port = free_port(), free_port()
         worker = stack.add_worker(
             args=("--metrics-port", str(tg_port)),
-            env={"TRAINGUARD_TEMPORAL__METRICS_BIND": f"127.0.0.1:{sdk_port}"},
+            # one watch slot: the one workload fills the worker, which must say so (audit, metric)
+            env={
+                "TRAINGUARD_TEMPORAL__METRICS_BIND": f"127.0.0.1:{sdk_port}",
+                "TRAINGUARD_WATCH__MAX_WATCHES": "1",
+            },
         )
         # a recovery (the workload's status, and its goodput, are reported with its events), then the end
         job = stack.submit("action", fault="xid", fault_at=30, iters=200)
@@ -61,7 +68,10 @@ async def test_sdk_metrics_served_gauges_removed_at_end_and_log_lines_keyed() ->
             timeout=15,
             job_id=job.job_id,
         )
-        assert has_series(scrape(tg_port), "trainguard_watch_slots", 'cluster="crash"')
+        metrics = scrape(tg_port)
+        assert 'trainguard_watch_slots{cluster="crash"} 1.0' in metrics, metrics[-3000:]
+        limit = stack.store.list_events(event_type=EventType.CAPACITY_LIMIT, limit=10).items
+        assert limit and limit[0].cluster == "crash" and limit[0].data["max_watches"] == 1, limit
 
         time.sleep(0.5)  # the last lines reach the log file
         text = worker.log_file.read_text(errors="replace")

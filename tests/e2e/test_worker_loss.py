@@ -68,10 +68,10 @@ async def test_sigkilled_worker_watches_resume_on_the_survivor_within_30s() -> N
         workers = {identity(stack.worker): stack.worker, identity(second): second}
         jobs: list[CrashJob] = []
         triggers: dict[str, Path] = {}
-        (stack.root / "triggers").mkdir(exist_ok=True)
+        (stack.root / "jobs" / "triggers").mkdir(parents=True)  # wiped at each start
         for i in range(JOBS):
             # ~150 s of training at 0.1 s per step; the fault fires when the test writes its trigger file
-            trigger = stack.root / "triggers" / str(i)
+            trigger = stack.root / "jobs" / "triggers" / str(i)
             env = {"TRAINSIM_TRIGGER": str(trigger), "TRAINSIM_FAULT_ONCE": f"{trigger}.fired"}
             job = stack.submit("action", fault=None, iters=1500, env=env)
             jobs.append(job)
@@ -114,6 +114,14 @@ async def test_sigkilled_worker_watches_resume_on_the_survivor_within_30s() -> N
         assert slowest <= RESUME_LIMIT_S, resumed
         survivor_log = workers[survivor_id].log_file.read_text(errors="replace")
         assert "taking over their watches" in survivor_log, survivor_log[-2000:]
+        await stack.wait_for(
+            lambda: any(
+                e.data.get("worker") == victim_id and e.data.get("by") == survivor_id
+                for e in stack.store.list_events(event_type=EventType.WORKER_LOST, limit=10).items
+            ),
+            "the worker loss in the audit",
+            timeout=30,
+        )
 
         # a fault after the takeover is detected and recovered by the survivor, exactly once
         watched = [j for j in jobs if stack.handle(j).id in taken]
