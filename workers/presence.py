@@ -111,6 +111,7 @@ class Presence:
     clock: Callable[[], float] = time.time
     handled: set[str] = field(default_factory=set)
     takeovers: list[Held] = field(default_factory=list)
+    noticed: dict[str, float] = field(default_factory=dict)  # identity -> when we found it gone
 
     @property
     def queue(self) -> str:
@@ -165,6 +166,7 @@ class Presence:
         if not gone or reaper(seen, now, self.timeout_s) != self.identity:
             return []
         log.warning("cluster worker(s) %s stopped polling: taking over their watches", sorted(gone))
+        self.noticed.update(dict.fromkeys(gone, now))
         taken = await self.take_over(gone)
         self.handled |= gone
         self.takeovers.extend(taken)
