@@ -63,6 +63,7 @@ class ClusterActivities:
     ) -> None:
         self.max_watches = max_watches  # the worker's activity slots (0: unknown, not reported)
         self.watching = 0
+        self.watched: set[str] = set()  # workflow ids whose watch runs here (presence skips them)
         self._capacity_reported_at = float("-inf")
         self.cluster = cluster
         self.client = client
@@ -207,6 +208,8 @@ class ClusterActivities:
     async def watch_job(self, inp: c.WatchInput) -> c.WatchResult:
         telemetry.watch_started(self.cluster)  # one activity slot each: reported against the capacity
         self.watching += 1
+        workflow_id = activity.info().workflow_id or ""
+        self.watched.add(workflow_id)
         if self.max_watches and self.watching >= self.max_watches:
             self._capacity_reached()
         try:
@@ -218,6 +221,7 @@ class ClusterActivities:
         finally:
             telemetry.watch_ended(self.cluster)
             self.watching -= 1
+            self.watched.discard(workflow_id)
 
     def _capacity_reached(self) -> None:
         """Every slot is taken: the next workload's watch waits on the server unserved. Logged and

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -109,6 +109,9 @@ class Presence:
     identity: str
     timeout_s: float
     clock: Callable[[], float] = time.time
+    # Workflow ids whose watch runs in this process: never another worker's, so not described on a loss
+    # (with two workers that halves the describes; the survivor's event loop is busiest then).
+    local: Callable[[], Collection[str]] = frozenset
     handled: set[str] = field(default_factory=set)
     takeovers: list[Held] = field(default_factory=list)
     noticed: dict[str, float] = field(default_factory=dict)  # identity -> when we found it gone
@@ -196,7 +199,9 @@ class Presence:
         async def one(workflow_id: str, run_id: str) -> None:
             async with sem:
                 handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
-                with contextlib.suppress(RPCError):
+                # One workflow that cannot be described (gone, a timeout under load) must not stop the
+                # others; a watch missed here is still retried by its heartbeat timeout.
+                with contextlib.suppress(RPCError, asyncio.TimeoutError):
                     desc = await handle.describe()
                     pending = [
                         Pending(p.activity_id, p.activity_type.name, int(p.state), p.last_worker_identity)
@@ -209,8 +214,10 @@ class Presence:
                         taken.append(Held(workflow_id, run_id, p.activity_id, p.activity_type, p.worker))
 
         jobs = []
+        mine = set(self.local())
         async for wf in self.client.list_workflows(self._query()):
-            jobs.append(asyncio.create_task(one(wf.id, wf.run_id)))
+            if wf.id not in mine:
+                jobs.append(asyncio.create_task(one(wf.id, wf.run_id)))
         await asyncio.gather(*jobs)
         for held in taken:
             log.warning(

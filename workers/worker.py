@@ -298,6 +298,7 @@ def build_workers(
                 cluster_queue=settings.cluster.task_queue,
                 identity=client.identity,
                 timeout_s=settings.watch.presence_timeout_s,
+                local=lambda: cluster.watched,
             )
         rt.workers.append(
             Worker(

@@ -26,6 +26,7 @@ from tests.e2e.crash_stack import (
     check_audit_complete,
     crash_stack,
     in_order,
+    save_history,
 )
 from trainguard import contracts as c
 from trainguard.api.temporal_control import cluster_workflow_id
@@ -154,4 +155,7 @@ async def test_sigkilled_worker_watches_resume_on_the_survivor_within_30s() -> N
         await stack.wait_event(faulted, EventType.TRAINING_RESUMED, timeout=120)
         assert in_order(stack.events(faulted.job_id), RECOVERY_SEQUENCE[:-1])
         await check_audit_complete(stack, faulted)
+        cluster_watch = stack.client.get_workflow_handle(cluster_workflow_id("crash"))
+        await save_history(cluster_watch, "cluster_watch_worker_lost")  # with report_cluster_event
+        await save_history(stack.handle(faulted), "action_recovery_after_worker_loss")
         print(f"fault detected {detected[0].ts - faulted_at:.1f}s after the trigger, by the survivor")
