@@ -239,7 +239,7 @@ class Report:
                 f"{self.worker_peak_mib / self.workloads:.2f} MiB",
             ],
             [
-                "presence requests / hour, all workers (not billed)",
+                "polls + task-queue reads / hour, all workers (not billed)",
                 fmt(self.presence_requests_per_hour),
             ],
             ["load average (1 min) at the end of the healthy window", f"{self.load:.1f}"],
