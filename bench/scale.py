@@ -1,4 +1,4 @@
-"""Scale: N workloads monitored at once by one TrainGuard worker against the Temporal dev server.
+"""Scale: N workloads monitored at once by TrainGuard's workers against the Temporal dev server.
 
 Real Temporal (dev server, in memory or on a SQLite file) and TrainGuard's real workers (workflows,
 activities, audit store), with a simulated Slurm (bench/simcluster.py: the SlurmClient interface, job
@@ -7,6 +7,11 @@ output files in memory read by the real FileLogSource). The worker discovers the
 seconds and reports detection latency, the worker's CPU and peak memory, and Temporal's cost per healthy
 workload-hour: history events (from sampled histories) and billable actions (activities, timers,
 signals, search-attribute upserts from histories; heartbeats from the dev server's metrics).
+
+The cluster queue runs in two processes (`--cluster-workers 2`, the default): this one and a replica over
+the same simulated jobs. After the healthy window the replica is SIGKILLed and the benchmark times how
+soon the watches it held run again on the survivor (worker presence, workers/presence.py). Snapshots
+are rendered as Slurm 22.05's `squeue --json` and read by the real parser (bench/simcluster.py).
 
     .venv/bin/python -m bench.scale                          # 2000 workloads, in-memory, ~8 min
     .venv/bin/python -m bench.scale --db-file                # the same on a SQLite file
