@@ -23,6 +23,7 @@ from activities.snapshot_cache import SnapshotCache
 from activities.watch import JobWatcher
 from trainguard import contracts as c
 from trainguard import failpoints, telemetry
+from trainguard.api.temporal_control import cluster_workflow_id
 from trainguard.identity import workload_of
 from trainguard.models import ActionResult, ActionStep, Actor, AuditEventIn, EventType, JobSnapshot, Level
 from trainguard.optin import MalformedComment, parse_opt_in
@@ -31,11 +32,23 @@ from trainguard.slurm.errors import SlurmParseError
 from trainguard.slurm.jobids import parse_job_id
 from trainguard.slurm.runner import CommandError
 from trainguard.slurm.states import REQUEUE_HELD_REASON
+from trainguard.workload_log import activity_log
 from workflows import story
 from workflows.search_attributes import CLUSTER, JOB_ID, initial_search_attributes
 
 log = logging.getLogger(__name__)
+CAPACITY_REPORT_EVERY_S = 3600.0
+_background: set[asyncio.Task[None]] = set()  # reports in flight (kept referenced until done)
 START_PARALLELISM = 32  # concurrent workflow starts during discovery (the dev server on SQLite is disk-bound)
+
+
+async def report_to_cluster(temporal: Client, cluster: str, report: c.ClusterReport) -> None:
+    """Signal the cluster's ClusterWatch, which audits the report; a failure is logged, never raised."""
+    try:
+        handle = temporal.get_workflow_handle(cluster_workflow_id(cluster))
+        await handle.signal("report_cluster_event", report)
+    except Exception as err:  # Temporal unreachable or ClusterWatch not running: the log and metric remain
+        log.warning("could not report %s to the cluster's workflow: %s", report.event_type.value, err)
 
 
 class ClusterActivities:
@@ -48,7 +61,12 @@ class ClusterActivities:
         temporal: Client,
         *,
         search_attributes: bool = True,
+        max_watches: int = 0,
     ) -> None:
+        self.max_watches = max_watches  # the worker's activity slots (0: unknown, not reported)
+        self.watching = 0
+        self.watched: set[str] = set()  # workflow ids whose watch runs here (presence skips them)
+        self._capacity_reported_at = float("-inf")
         self.cluster = cluster
         self.client = client
         self.cache = cache
@@ -263,12 +281,45 @@ class ClusterActivities:
     # ---- watching ---------------------------------------------------------------------------------------
     @activity.defn(name=c.WATCH_JOB)
     async def watch_job(self, inp: c.WatchInput) -> c.WatchResult:
+        telemetry.watch_started(self.cluster)  # one activity slot each: reported against the capacity
+        self.watching += 1
+        workflow_id = activity.info().workflow_id or ""
+        self.watched.add(workflow_id)
+        if self.max_watches and self.watching >= self.max_watches:
+            self._capacity_reached()
         try:
             return await self.watcher.watch(inp, activity.heartbeat)
         except CommandError as err:
             raise _app_error(err) from None
         except SlurmParseError as err:
             raise format_error(err) from None
+        finally:
+            telemetry.watch_ended(self.cluster)
+            self.watching -= 1
+            self.watched.discard(workflow_id)
+
+    def _capacity_reached(self) -> None:
+        """Every slot is taken: the next workload's watch waits on the server unserved. Logged and
+        audited (at most hourly per worker); trainguard_watch_slots_used alerts on it too."""
+        now = time.time()
+        log.error(
+            "all %d watch slots of this cluster worker are in use: add a cluster worker or raise "
+            "watch.max_watches, or new workloads wait unwatched",
+            self.max_watches,
+        )
+        if now - self._capacity_reported_at < CAPACITY_REPORT_EVERY_S:
+            return
+        self._capacity_reported_at = now
+        who = self.temporal.identity
+        report = c.ClusterReport(
+            key=f"capacity/{who}/{int(now // CAPACITY_REPORT_EVERY_S)}",
+            event_type=EventType.CAPACITY_LIMIT,
+            message=f"cluster worker {who} has all {self.max_watches} watch slots in use; new watches wait",
+            data={"worker": who, "max_watches": self.max_watches},
+        )
+        task = asyncio.get_running_loop().create_task(report_to_cluster(self.temporal, self.cluster, report))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
 
     # ---- scheduler actions ---------------------------------------------------------------------------------
     @activity.defn(name=c.REQUEUE_HOLD)
@@ -326,7 +377,9 @@ class ClusterActivities:
             raise format_error(err) from None
         except ValueError as err:  # invalid job id / node name: never retry
             raise ApplicationError(str(err)[:500], type="InvalidInput", non_retryable=True) from None
-        log.info("%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail)
+        activity_log(inp.workload.key).info(
+            "%s %s: performed=%s %s", step.value, inp.workload.key, result.performed, result.detail
+        )
         failpoints.hit(f"after_{step.value}", inp.advice_id)
         if failpoints.fire(f"fail_after_{step.value}", inp.advice_id):
             # The step took effect in Slurm, but the workflow is told it failed for good (fail-open tests).

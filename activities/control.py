@@ -17,10 +17,13 @@ from trainguard import failpoints, telemetry
 from trainguard.attribution.rules import attribute
 from trainguard.audit.store import AuditStore
 from trainguard.detection.severity import job_is_running
-from trainguard.models import AuditEventIn, EventType, Verdict
+from trainguard.models import AuditEventIn, EventType, Verdict, WorkloadState
 from trainguard.policy.reasons import advice_reason
 from trainguard.settings import AttributionSettings
 from workflows.search_attributes import CLUSTER
+
+# A workload in one of these states is over: its per-workload series are removed.
+ENDED = frozenset({WorkloadState.COMPLETED, WorkloadState.STOPPED, WorkloadState.GONE})
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,9 @@ class ControlActivities:
                     _observe(event)
             if inp.status is not None:
                 self.store.upsert_workload(inp.status)
-                if inp.status.goodput is not None:
+                if inp.status.state in ENDED:  # its series must not outlive it
+                    telemetry.forget_workload(inp.status.workload_key)
+                elif inp.status.goodput is not None:
                     telemetry.set_goodput(inp.status.workload_key, inp.status.goodput)
             return inserted
         except Exception as err:  # the DB is down or refusing: retry (the workflow's policy backs off)

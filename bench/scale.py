@@ -1,4 +1,4 @@
-"""Scale: N workloads monitored at once by one TrainGuard worker against the Temporal dev server.
+"""Scale: N workloads monitored at once by TrainGuard's workers against the Temporal dev server.
 
 Real Temporal (dev server, in memory or on a SQLite file) and TrainGuard's real workers (workflows,
 activities, audit store), with a simulated Slurm (bench/simcluster.py: the SlurmClient interface, job
@@ -7,6 +7,11 @@ output files in memory read by the real FileLogSource). The worker discovers the
 seconds and reports detection latency, the worker's CPU and peak memory, and Temporal's cost per healthy
 workload-hour: history events (from sampled histories) and billable actions (activities, timers,
 signals, search-attribute upserts from histories; heartbeats from the dev server's metrics).
+
+The cluster queue runs in two processes (`--cluster-workers 2`, the default): this one and a replica over
+the same simulated jobs. After the healthy window the replica is SIGKILLed and the benchmark times how
+soon the watches it held run again on the survivor (worker presence, workers/presence.py). Snapshots
+are rendered as Slurm 22.05's `squeue --json` and read by the real parser (bench/simcluster.py).
 
     .venv/bin/python -m bench.scale                          # 2000 workloads, in-memory, ~8 min
     .venv/bin/python -m bench.scale --db-file                # the same on a SQLite file
@@ -18,9 +23,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import random
 import shutil
 import signal
+import socket
+import subprocess
 import sys
 import time
 import uuid
@@ -52,6 +60,8 @@ from trainguard.settings import AuditSettings, ClusterSettings, Settings, Tempor
 from workers.worker import Runtime, build_workers, connect, ensure_cluster_watch
 
 BASE = Path("/tmp/tg-bench/scale")
+# Frontend requests of worker presence (workers/presence.py): reads and polls, not billed actions.
+PRESENCE_OPS = ("DescribeTaskQueue", "PollActivityTaskQueue")
 CLUSTER = "sim"
 # What Temporal Cloud bills as an action, as far as a workflow history shows it. Heartbeats are billed
 # too but leave no history event; they come from the server's request counter.
@@ -179,6 +189,11 @@ class Report:
     per_hour: dict[str, float]
     heartbeats_per_hour: float
     history_limit: int
+    cluster_workers: int = 1
+    loss: Loss | None = None
+    presence_requests_per_hour: float = 0.0
+    load: float = 0.0
+    snapshot_mib: float = 0.0
 
     def render(self) -> str:
         ph = self.per_hour
@@ -222,8 +237,171 @@ class Report:
                 "continue-as-new (history limit / events per hour)",
                 f"every {can_every_h:.0f} h (limit {self.history_limit})",
             ],
+            ["cluster worker processes", str(self.cluster_workers)],
+            ["squeue --json per snapshot (22.05 format, parsed)", f"{self.snapshot_mib:.1f} MiB"],
+            [
+                "survivor process RSS / workload (control + cluster worker, sim)",
+                f"{self.worker_peak_mib / self.workloads:.2f} MiB",
+            ],
+            [
+                "polls + task-queue reads / hour, all workers (not billed)",
+                fmt(self.presence_requests_per_hour),
+            ],
+            ["load average (1 min) at the end of the healthy window", f"{self.load:.1f}"],
         ]
+        if self.loss is not None:
+            rows += self.loss.rows()
         return table(["scale", "value"], rows)
+
+
+def scale_settings(args: argparse.Namespace, address: str, audit_url: str) -> Settings:
+    return Settings(
+        temporal=TemporalSettings(address=address, control_task_queue="trainguard-control-sim"),
+        cluster=ClusterSettings(
+            name=CLUSTER,
+            mode=Mode.ACTION,
+            acknowledge_scheduler_actions=True,
+            snapshot_interval_s=args.snapshot_interval,
+        ),
+        audit=AuditSettings(url=audit_url),
+        watch=WatchSettings(
+            poll_interval_s=args.poll_interval,
+            slice_s=args.slice,
+            heartbeat_timeout_s=args.heartbeat_timeout,
+            presence_timeout_s=args.presence_timeout,
+            max_watches=max(5000, args.workloads + 100),
+        ),
+    )
+
+
+def make_sim(args: argparse.Namespace, submit_time: int) -> tuple[SimSlurm, SimWorkloads]:
+    """The simulated cluster; a replica built with the same seed and submit time has the same jobs."""
+    rng = random.Random(args.seed)
+    sim = SimSlurm(CLUSTER, SimFiles(), restart_delay_s=6.0)
+    comment = opt_in_comment("action")
+    names = [n.name for n in sim.nodes]
+    for i in range(args.workloads):
+        sim.add_job(
+            str(100000 + i),
+            comment=comment,
+            interval_s=rng.uniform(*args.interval),
+            nodes=tuple(rng.sample(names, 2)),
+            submit_time=submit_time,
+        )
+    return sim, SimWorkloads(sim, faults_per_hour=args.faults_per_hour)
+
+
+def start_replica(
+    args: argparse.Namespace, base: Path, address: str, submit_time: int
+) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "bench.scale", "--replica", "--address", address]
+    argv += ["--submit-time", str(submit_time), "--workloads", str(args.workloads), "--seed", str(args.seed)]
+    argv += ["--interval", *(str(v) for v in args.interval), "--poll-interval", str(args.poll_interval)]
+    argv += ["--slice", str(args.slice), "--heartbeat-timeout", str(args.heartbeat_timeout)]
+    argv += ["--presence-timeout", str(args.presence_timeout)]
+    argv += ["--snapshot-interval", str(args.snapshot_interval)]
+    log = open(base / "replica.log", "wb")  # noqa: SIM115 (the child keeps it open)
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+async def run_replica(args: argparse.Namespace) -> None:
+    """The second cluster worker: cluster queue only, over its own replica of the simulated cluster."""
+    settings = scale_settings(args, args.address, "sqlite://")
+    sim, workloads = make_sim(args, args.submit_time)
+    task = asyncio.create_task(workloads.run())  # progress lines only: faulting stays off
+    client = await connect(settings)
+    runtime = build_workers(client, settings, queues=("cluster",), slurm=sim)
+    try:
+        await asyncio.gather(*runtime.start())
+    finally:
+        task.cancel()
+        await runtime.shutdown()
+
+
+async def wait_for_peer(runtime: Runtime, timeout: float) -> None:
+    presence = runtime.presence
+    assert presence is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(await presence.peers()) >= 2:
+            return
+        await asyncio.sleep(0.5)
+    raise TimeoutError("the replica cluster worker never polled its presence queue")
+
+
+@dataclass
+class Loss:
+    """The replica worker SIGKILLed: how soon its watches ran again on the survivor."""
+
+    held: int  # watch/discovery activities the survivor took over
+    sampled: int
+    resumed: list[float]
+    detected_s: float  # kill -> the survivor decided the replica was gone
+    replica_rss_mib: float
+
+    def render(self) -> str:
+        return "; ".join(f"{k}: {v}" for k, v in self.rows())
+
+    def rows(self) -> list[list[str]]:
+        d = Dist.of(self.resumed)
+        per = self.replica_rss_mib / self.held if self.held else float("nan")
+        return [
+            ["worker loss: activities taken over", str(self.held)],
+            ["  gone noticed after (kill -> takeover starts)", f"{self.detected_s:.1f} s"],
+            [
+                f"  resumed on the survivor p50 / p95 / max ({len(self.resumed)}/{self.sampled} sampled)",
+                f"{fmt(d.p50)} / {fmt(d.p95)} / {fmt(d.max)} s",
+            ],
+            ["  lost worker's RSS / per watched workload", f"{self.replica_rss_mib:.0f} MiB / {per:.2f} MiB"],
+        ]
+
+
+async def lose_worker(
+    client: Client, runtime: Runtime, replica: subprocess.Popen[bytes], sim: SimSlurm, sample: int
+) -> Loss:
+    """SIGKILL the replica; time until a sample of the watches it held run again on the survivor."""
+    from temporalio.api.enums.v1 import PendingActivityState
+
+    started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    replica_id = f"{replica.pid}@{socket.gethostname()}"
+
+    async def holder(wid: str) -> str | None:
+        desc = await client.get_workflow_handle(wid).describe()
+        for p in desc.raw_description.pending_activities:
+            if p.activity_type.name == "watch_job" and p.state == started:
+                return p.last_worker_identity
+        return None
+
+    ids = [f"trainguard-job-{CLUSTER}-{j.snap.job_id}-{j.snap.submit_time}" for j in sim.jobs.values()]
+    random.shuffle(ids)
+    held: list[str] = []
+    for wid in ids:
+        if len(held) >= sample:
+            break
+        if await holder(wid) == replica_id:
+            held.append(wid)
+    rss = proc_rss_mib(replica.pid) or 0.0
+    presence = runtime.presence
+    assert presence is not None
+    killed = time.time()
+    os.killpg(replica.pid, signal.SIGKILL)
+    replica.wait()
+    resumed: dict[str, float] = {}
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and len(resumed) < len(held):
+        for wid in [w for w in held if w not in resumed]:
+            who = await holder(wid)
+            if who is not None and who != replica_id:
+                resumed[wid] = time.time() - killed
+        await asyncio.sleep(0.5)
+    noticed = presence.noticed.get(replica_id)
+    return Loss(
+        held=len([h for h in presence.takeovers if h.worker == replica_id]),
+        sampled=len(held),
+        resumed=sorted(resumed.values()),
+        detected_s=(noticed - killed) if noticed else float("nan"),
+        replica_rss_mib=rss,
+    )
 
 
 async def run(args: argparse.Namespace) -> Report:
@@ -233,42 +411,25 @@ async def run(args: argparse.Namespace) -> Report:
     db_file = base / "temporal.db" if args.db_file else None
     server = MeteredTemporal(base / "temporal", port=free_port(), metrics_port=free_port(), db_file=db_file)
     runtime: Runtime | None = None
+    replica: subprocess.Popen[bytes] | None = None
+    loss: Loss | None = None
     tasks: list[asyncio.Task[None]] = []
     store: AuditStore | None = None
     try:
         await asyncio.to_thread(server.start)
         audit_url = f"sqlite:///{base / ('audit-' + uuid.uuid4().hex[:8] + '.db')}"
-        settings = Settings(
-            temporal=TemporalSettings(address=server.address, control_task_queue="trainguard-control-sim"),
-            cluster=ClusterSettings(
-                name=CLUSTER,
-                mode=Mode.ACTION,
-                acknowledge_scheduler_actions=True,
-                snapshot_interval_s=args.snapshot_interval,
-            ),
-            audit=AuditSettings(url=audit_url),
-            watch=WatchSettings(
-                poll_interval_s=args.poll_interval,
-                slice_s=args.slice,
-                heartbeat_timeout_s=args.heartbeat_timeout,
-            ),
-        )
-        files = SimFiles()
-        sim = SimSlurm(CLUSTER, files, restart_delay_s=6.0)
-        comment = opt_in_comment("action")
-        names = [n.name for n in sim.nodes]
-        for i in range(args.workloads):
-            sim.add_job(
-                str(100000 + i),
-                comment=comment,
-                interval_s=random.uniform(*args.interval),
-                nodes=tuple(random.sample(names, 2)),
-            )
-        workloads = SimWorkloads(sim, faults_per_hour=args.faults_per_hour)
+        settings = scale_settings(args, server.address, audit_url)
+        submit_time = int(time.time()) - 60
+        sim, workloads = make_sim(args, submit_time)
         tasks.append(asyncio.create_task(workloads.run()))
         client = await connect(settings)
         runtime = build_workers(client, settings, slurm=sim)
         runtime.start()
+        if args.cluster_workers > 1:
+            # The second cluster worker is its own process, over a replica of the simulated cluster (same
+            # jobs; no faults while it lives), so it can be SIGKILLed like a lost machine.
+            replica = start_replica(args, base, server.address, submit_time)
+            await wait_for_peer(runtime, timeout=120)  # so the watches spread over both workers
         await ensure_cluster_watch(client, settings)
         start_s = await wait_started(client, args.workloads, timeout=args.start_timeout)
         print(f"{args.workloads} workflows running after {start_s:.0f} s", flush=True)
@@ -277,6 +438,9 @@ async def run(args: argparse.Namespace) -> Report:
         before = await take(server)
         await asyncio.sleep(args.healthy)
         after = await take(server)
+        if replica is not None:
+            loss = await lose_worker(client, runtime, replica, sim, args.loss_sample)
+            print(loss.render(), flush=True)
         workloads.faulting = True
         await asyncio.sleep(args.duration)
         workloads.faulting = False
@@ -313,8 +477,17 @@ async def run(args: argparse.Namespace) -> Report:
             per_hour={k: v / len(ids) / hours for k, v in costs.items()} if ids else {},
             heartbeats_per_hour=heartbeats / args.workloads / hours,
             history_limit=RecoveryConfig(cluster_queue="-").history_limit,
+            cluster_workers=args.cluster_workers,
+            loss=loss,
+            presence_requests_per_hour=sum(after.requests[op] - before.requests[op] for op in PRESENCE_OPS)
+            / hours,
+            load=os.getloadavg()[0],
+            snapshot_mib=sim.snapshot_bytes / 2**20,
         )
     finally:
+        if replica is not None and replica.poll() is None:
+            replica.kill()
+            replica.wait()
         if runtime is not None:
             await runtime.shutdown()
         for task in tasks:
@@ -350,6 +523,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sample", type=int, default=50, help="healthy workflows whose histories are counted")
     p.add_argument("--start-timeout", type=float, default=600.0)
     p.add_argument("--base-dir", default=str(BASE))
+    p.add_argument(
+        "--cluster-workers",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="2: a second cluster worker process, SIGKILLed after the healthy window (worker loss)",
+    )
+    p.add_argument("--presence-timeout", type=float, default=watch.presence_timeout_s)
+    p.add_argument("--loss-sample", type=int, default=200, help="watches of the lost worker timed")
+    p.add_argument("--seed", type=int, default=1)
+    # internal: run as the replica cluster worker of a benchmark (see start_replica)
+    p.add_argument("--replica", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--address", help=argparse.SUPPRESS)
+    p.add_argument("--submit-time", type=int, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -364,6 +551,9 @@ async def _main(args: argparse.Namespace) -> Report:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.replica:
+        asyncio.run(run_replica(args))
+        return 0
     report = asyncio.run(_main(args))
     print(report.render())
     print(

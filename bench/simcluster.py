@@ -16,12 +16,15 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from trainguard.models import ActionResult, ActionStep, ClusterSnapshot, JobSnapshot, NodeSnapshot
-from trainguard.slurm.client import SlurmClient
+from trainguard.slurm import offload
+from trainguard.slurm.client import SlurmClient, _parse_jobs_text
 from trainguard.slurm.runner import CommandError, CommandResult, FileStat
 
 Clock = Callable[[], float]
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "slurm" / "22.05"
 
 
 class SimFiles:
@@ -58,11 +61,62 @@ class SimJob:
     faulted_at: float | None = None  # the fault line of the current attempt was written at this time
 
 
+class SqueueRenderer:
+    """The jobs as Slurm 22.05 prints them (`squeue --json`, 2-space indent, ~3.5 KB a job): a real
+    RUNNING job object of the captured fixture with the simulated job's fields written in. Rendered
+    once per change of a job, joined per snapshot."""
+
+    def __init__(self) -> None:
+        doc = json.loads((FIXTURES / "fmt_mixed_squeue.json").read_text())
+        self.meta = doc["meta"]
+        self.template = next(j for j in doc["jobs"] if j["job_state"] == "RUNNING" and not j["array_job_id"])
+        self._cache: dict[str, tuple[JobSnapshot, str]] = {}
+
+    def job_text(self, snap: JobSnapshot) -> str:
+        cached = self._cache.get(snap.job_id)
+        if cached is not None and cached[0] is snap:
+            return cached[1]
+        job = dict(self.template)
+        job.update(
+            job_id=int(snap.job_id),
+            name=snap.name,
+            comment=snap.comment,
+            job_state=snap.state,
+            nodes=",".join(snap.nodes),
+            excluded_nodes=",".join(snap.excluded_nodes),
+            restart_cnt=snap.restart_count,
+            submit_time=snap.submit_time,
+            start_time=snap.start_time or 0,
+            exit_code=(snap.exit_code or 0) << 8,
+            priority=0 if snap.held else self.template["priority"],
+            state_reason="JobHeldAdmin" if snap.held else "None",
+            standard_output=snap.stdout_path,
+            current_working_directory="/sim",
+        )
+        text = json.dumps(job, indent=2)
+        self._cache[snap.job_id] = (snap, text)
+        return text
+
+    def render(self, jobs: Sequence[JobSnapshot]) -> str:
+        body = ",\n".join(self.job_text(j) for j in jobs)
+        meta = json.dumps(self.meta, indent=2)
+        return f'{{\n"meta": {meta},\n"errors": [],\n"jobs": [\n{body}\n]\n}}\n'
+
+
 class SimSlurm(SlurmClient):
     def __init__(
-        self, cluster: str, files: SimFiles, *, restart_delay_s: float = 6.0, clock: Clock = time.time
+        self,
+        cluster: str,
+        files: SimFiles,
+        *,
+        restart_delay_s: float = 6.0,
+        clock: Clock = time.time,
+        parse: bool = True,
     ) -> None:
         super().__init__(files, cluster)
+        # The snapshot as text through TrainGuard's real parser (not the objects), as Slurm serves it.
+        self.renderer = SqueueRenderer() if parse else None
+        self.snapshot_bytes = 0
         self.files = files
         self.clock = clock
         self.restart_delay_s = restart_delay_s
@@ -73,7 +127,15 @@ class SimSlurm(SlurmClient):
     def _count(self, what: str) -> None:
         self.calls[what] = self.calls.get(what, 0) + 1
 
-    def add_job(self, job_id: str, *, comment: str, interval_s: float, nodes: tuple[str, ...]) -> SimJob:
+    def add_job(
+        self,
+        job_id: str,
+        *,
+        comment: str,
+        interval_s: float,
+        nodes: tuple[str, ...],
+        submit_time: int | None = None,
+    ) -> SimJob:
         now = self.clock()
         snap = JobSnapshot(
             job_id=job_id,
@@ -81,7 +143,7 @@ class SimSlurm(SlurmClient):
             state="RUNNING",
             comment=comment,
             nodes=nodes,
-            submit_time=int(now) - 60,
+            submit_time=int(now) - 60 if submit_time is None else submit_time,
             start_time=int(now) - 30,
             stdout_path=f"/sim/{job_id}.out",
         )
@@ -97,12 +159,14 @@ class SimSlurm(SlurmClient):
 
     async def snapshot(self) -> ClusterSnapshot:
         self._count("snapshot")
-        return ClusterSnapshot(
-            cluster=self.cluster,
-            taken_at=self.clock(),
-            jobs=tuple(j.snap for j in self.jobs.values()),
-            nodes=self.nodes,
-        )
+        taken_at = self.clock()
+        snaps = [j.snap for j in self.jobs.values()]
+        if self.renderer is not None:
+            text = self.renderer.render(snaps)
+            self.snapshot_bytes = len(text)
+            parsed: list[JobSnapshot] = await offload.parse(_parse_jobs_text, text)
+            snaps = parsed
+        return ClusterSnapshot(cluster=self.cluster, taken_at=taken_at, jobs=tuple(snaps), nodes=self.nodes)
 
     async def job(self, job_id: str) -> JobSnapshot | None:
         self._count("job")
@@ -151,7 +215,7 @@ class SimSlurm(SlurmClient):
         self._set(job, excluded_nodes=tuple(sorted({*job.snap.excluded_nodes, *nodes})))
         return self._result(ActionStep.EXCLUDE, True, "excluded", job)
 
-    async def release(self, job_id: str) -> ActionResult:
+    async def release(self, job_id: str, our_hold: str | None = None) -> ActionResult:
         self._count("release")
         job = self.jobs[job_id]
         if not job.snap.held:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from trainguard.models import (
     Advice,
     AuditEventIn,
+    EventType,
     Finding,
     Frozen,
     JobSnapshot,
+    Level,
     LogCursor,
     Mode,
     ModeChange,
@@ -230,6 +234,17 @@ class MalformedReport(Frozen):
 
     job: JobSnapshot
     problem: str
+
+
+class ClusterReport(Frozen):
+    """A cluster worker's report about itself or a peer (a vanished worker, a limit reached), signalled to
+    ClusterWatch, which audits it (the cluster side has no DB). `key` makes the event id: one per fact."""
+
+    key: str
+    event_type: EventType
+    level: Level = Level.WARNING
+    message: str
+    data: dict[str, str | int | float] = Field(default_factory=dict)
 
 
 class FleetInput(Frozen):

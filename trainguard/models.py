@@ -294,6 +294,8 @@ class EventType(StrEnum):
     NODE_DRAINED = "node_drained"
     SETTINGS_CHANGED = "settings_changed"  # settings file/environment changed (worker restart, reload)
     AUDIT_PRUNED = "audit_pruned"  # audit rows past audit.retention_days deleted
+    WORKER_LOST = "worker_lost"  # a cluster worker vanished; its watches were taken over by another
+    CAPACITY_LIMIT = "capacity_limit"  # a cluster worker's watch slots are all taken: new watches wait
 
 
 class Level(StrEnum):

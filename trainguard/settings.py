@@ -51,6 +51,9 @@ class TemporalSettings(Section):
     # The Temporal UI's base URL (e.g. http://temporal-ui:8080): the console links each workload to its
     # workflow there. Empty: no link.
     ui_url: str = ""
+    # host:port where the Temporal SDK's own metrics (workflow task latency, slots, polls, requests) are
+    # served for Prometheus; "" disables them.
+    metrics_bind: str = ""
 
 
 class SSHSettings(Section):
@@ -147,6 +150,12 @@ class WatchSettings(Section):
     # How long a crashed worker's watches wait before another worker takes them over; heartbeats are
     # billed Temporal actions, sent at most every 0.8 x this. A graceful shutdown hands them over at once.
     heartbeat_timeout_s: float = Field(default=300.0, gt=0)
+    # A cluster worker whose presence polls stopped this long ago is gone: a surviving worker takes over
+    # its watches at once instead of after heartbeat_timeout_s (workers/presence.py). 0 turns it off.
+    presence_timeout_s: float = Field(default=15.0, ge=0)
+    # Activity slots of a cluster worker: one per watched workload (plus short action steps). Past it new
+    # watches wait on the server unserved: reported (trainguard_watch_slots_used) and alerted.
+    max_watches: int = Field(default=5000, ge=1)
     # Hang: no progress line for hang_factor x the job's own interval, within [floor, ceiling].
     hang_factor: float = Field(default=2.0, gt=1)
     hang_floor_s: float = Field(default=60.0, gt=0)

@@ -73,6 +73,27 @@ AUDIT_WRITE_FAILURES = Counter(
     "Audit writes a worker could not make (store down or refusing); no action runs unrecorded.",
 )
 
+CLUSTER_WORKERS = Gauge(
+    "trainguard_cluster_workers",
+    "Cluster workers polling the cluster's presence queue at the last check, seen by this worker.",
+    ["cluster"],
+)
+WATCH_TAKEOVERS = Counter(
+    "trainguard_watch_takeovers_total",
+    "Watch and discovery activities taken over from a cluster worker that stopped polling.",
+    ["cluster"],
+)
+WATCH_SLOTS_USED = Gauge(
+    "trainguard_watch_slots_used",
+    "Activity slots in use on this cluster worker (one per watched workload).",
+    ["cluster"],
+)
+WATCH_SLOTS = Gauge(
+    "trainguard_watch_slots",
+    "Activity slots of this cluster worker (worker.max_watches): past it, new watches wait unserved.",
+    ["cluster"],
+)
+
 _lock = threading.Lock()
 _outcomes: dict[str, int] = {}
 
@@ -123,6 +144,27 @@ def mark_discovery(cluster: str, jobs: int, at: float) -> None:
 
 def count_audit_failure() -> None:
     AUDIT_WRITE_FAILURES.inc()
+
+
+def set_cluster_workers(cluster: str, live: int) -> None:
+    CLUSTER_WORKERS.labels(cluster=_label(cluster)).set(live)
+
+
+def count_takeovers(cluster: str, n: int) -> None:
+    WATCH_TAKEOVERS.labels(cluster=_label(cluster)).inc(n)
+
+
+def set_watch_slots(cluster: str, used: int, capacity: int) -> None:
+    WATCH_SLOTS_USED.labels(cluster=_label(cluster)).set(used)
+    WATCH_SLOTS.labels(cluster=_label(cluster)).set(capacity)
+
+
+def watch_started(cluster: str) -> None:
+    WATCH_SLOTS_USED.labels(cluster=_label(cluster)).inc()
+
+
+def watch_ended(cluster: str) -> None:
+    WATCH_SLOTS_USED.labels(cluster=_label(cluster)).dec()
 
 
 def set_goodput(workload_key: str, ratio: float) -> None:

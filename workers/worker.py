@@ -24,6 +24,7 @@ from activities.fleet import FleetActivities
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import CheckpointLocator, JobWatcher, SourceFactory
 from trainguard import contracts as c
+from trainguard import telemetry
 from trainguard.api.temporal_control import cluster_workflow_id, connect_client
 from trainguard.audit.store import AuditStore
 from trainguard.detection.progress import ProgressConfig
@@ -41,6 +42,7 @@ from trainguard.slurm.client import SlurmClient
 from trainguard.slurm.factory import make_slurm_access
 from trainguard.slurm.restd import SlurmRestClient
 from trainguard.slurm.runner import Runner, make_runner
+from workers.presence import Presence
 from workflows.cluster_watch import ClusterWatchWorkflow
 from workflows.job_recovery import JobRecoveryWorkflow
 
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 
 WORKFLOWS = [JobRecoveryWorkflow, ClusterWatchWorkflow]
 MAX_CACHED_WORKFLOWS = 10_000
+STEP_SLOTS = 64  # cluster activity slots beyond watch.max_watches: discovery and scheduler actions
 
 
 async def connect(settings: Settings) -> Client:
@@ -178,11 +181,15 @@ class Runtime:
     slurm: SlurmAccess | None = None  # built from the settings here (closed at shutdown)
     store: AuditStore | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    presence: Presence | None = None  # cluster workers: announce ourselves, take over vanished peers
 
     def start(self) -> list[asyncio.Task[None]]:
-        """Run every worker as a task of the current event loop."""
+        """Run every worker as a task of the current event loop (and presence, beside them)."""
         self.tasks = [asyncio.create_task(w.run()) for w in self.workers]
-        return self.tasks
+        running = list(self.tasks)
+        if self.presence is not None:
+            self.tasks.append(asyncio.create_task(self.presence.run()))
+        return running
 
     async def shutdown(self) -> None:
         await asyncio.gather(*(w.shutdown() for w in self.workers), return_exceptions=True)
@@ -276,8 +283,24 @@ def build_workers(
             ),
         )
         cluster = ClusterActivities(
-            settings.cluster.name, access, cache, watcher, client, search_attributes=search_attributes
+            settings.cluster.name,
+            access,
+            cache,
+            watcher,
+            client,
+            search_attributes=search_attributes,
+            max_watches=settings.watch.max_watches,
         )
+        telemetry.set_watch_slots(settings.cluster.name, 0, settings.watch.max_watches)
+        if settings.watch.presence_timeout_s > 0:
+            rt.presence = Presence(
+                client,
+                cluster=settings.cluster.name,
+                cluster_queue=settings.cluster.task_queue,
+                identity=client.identity,
+                timeout_s=settings.watch.presence_timeout_s,
+                local=lambda: cluster.watched,
+            )
         rt.workers.append(
             Worker(
                 client,
@@ -292,8 +315,9 @@ def build_workers(
                     cluster.drain_node,
                     cluster.job_state,
                 ],
-                # Watch activities are long and mostly asleep: one slot per monitored workload.
-                max_concurrent_activities=5000,
+                # Watch activities are long and mostly asleep: one slot per monitored workload, plus room
+                # for discovery and action steps (a full worker is reported: ClusterActivities).
+                max_concurrent_activities=settings.watch.max_watches + STEP_SLOTS,
                 # Each heartbeat sent is a billed action; let a longer heartbeat timeout mean fewer of
                 # them (the SDK sends at most one per 0.8 x timeout, but never less often than this).
                 max_heartbeat_throttle_interval=timedelta(

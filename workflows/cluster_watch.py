@@ -116,6 +116,24 @@ class ClusterWatchWorkflow:
             )
         )
 
+    @workflow.signal
+    async def report_cluster_event(self, report: c.ClusterReport) -> None:
+        """A cluster worker's report (a peer vanished and its watches were taken over, a limit reached):
+        audited like any other event. A new handler only: old histories never carry this signal."""
+        self.pending.append(
+            AuditEventIn(
+                event_id=f"cluster/{self.inp.cluster}/{clip(report.key, 300)}",
+                event_type=report.event_type,
+                cluster=self.inp.cluster,
+                level=report.level,
+                actor=Actor.SYSTEM,
+                ts=workflow.time(),
+                mode=self.mode.value,
+                message=clip(report.message),
+                data={k: clip(v, 300) if isinstance(v, str) else v for k, v in report.data.items()},
+            )
+        )
+
     @workflow.run
     async def run(self, inp: c.ClusterWatchInput) -> None:
         while not self.stop_requested:

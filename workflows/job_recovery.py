@@ -866,6 +866,10 @@ class JobRecoveryWorkflow:
         seq = self.carry.event_seq + 1
         self.carry = self.carry.model_copy(update={"event_seq": seq})
         event_id = f"{w.key}/{key}" if key else f"{w.key}/e{seq}"
+        # One line per audit event, with the workload key (workflow.logger is silent during replay).
+        workflow.logger.info(
+            "%s %s: %s", event_type.value, w.key, fields.get("message", ""), extra={"workload_key": w.key}
+        )
         self.pending.append(
             AuditEventIn(
                 event_id=event_id,

@@ -44,6 +44,7 @@ CTLD_PORT = 19617 + PORT_OFFSET
 NODE_PORT_BASE = 19701 + PORT_OFFSET
 ENVIRONMENT = "crash"
 HISTORIES = REPO / "tests" / "workflows" / "histories"
+EXTRA_WORKERS = ("worker2", "worker3")
 STEP_LINE = re.compile(r"\b(requeue_hold|exclude|release|cancel) (\S+): performed=(True|False)")
 
 
@@ -71,14 +72,14 @@ def is_held(record: dict[str, str]) -> bool:
 class WorkerProcess:
     """`trainguard --config FILE worker` in its own session; restarted by `supervise` after a crash."""
 
-    def __init__(self, root: Path, config: Path) -> None:
+    def __init__(self, root: Path, config: Path, *, name: str = "worker", args: Iterable[str] = ()) -> None:
         self.root = root
         self.config = config
         self.env: dict[str, str] = {}
         self.proc = BackgroundProcess(
-            "worker",
+            name,
             root,
-            [sys.executable, "-m", "trainguard", "--config", str(config), "worker"],
+            [sys.executable, "-m", "trainguard", "--config", str(config), "worker", *args],
             marker="trainguard",
         )
         self.starts: list[float] = []
@@ -100,8 +101,15 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.pid() is not None
 
-    def start(self, failpoints: Iterable[str] = (), failpoint_dir: Path | None = None) -> None:
-        env = {"PYTHONUNBUFFERED": "1"}
+    def start(
+        self,
+        failpoints: Iterable[str] = (),
+        failpoint_dir: Path | None = None,
+        *,
+        supervise: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        env = {"PYTHONUNBUFFERED": "1", **(env or {})}
         points = ",".join(failpoints)
         if points:
             env["TRAINGUARD_FAILPOINTS"] = points
@@ -109,7 +117,12 @@ class WorkerProcess:
         self.env = env
         self.proc.env = env
         self._spawn()
-        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+        if supervise:
+            self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid()
 
     def _spawn(self) -> None:
         if self.code is not None:
@@ -256,6 +269,18 @@ class CrashStack:
     recorder: SlurmRecorder
     audit_url: str
     jobs: list[CrashJob] = field(default_factory=list)
+    extra_workers: list[WorkerProcess] = field(default_factory=list)
+
+    def add_worker(
+        self, *, supervise: bool = False, args: Iterable[str] = (), env: dict[str, str] | None = None
+    ) -> WorkerProcess:
+        """Another worker process on the same settings (both queues), as a second machine would run;
+        `args` go to `trainguard worker`, `env` overrides settings (TRAINGUARD_SECTION__KEY)."""
+        name = EXTRA_WORKERS[len(self.extra_workers)]
+        extra = WorkerProcess(self.root, self.worker.config, name=name, args=args)
+        extra.start(supervise=supervise, env=env)
+        self.extra_workers.append(extra)
+        return extra
 
     # -- jobs --
     def submit(
@@ -405,7 +430,14 @@ def make_cluster(root: Path) -> LocalSlurmCluster:
     )
 
 
-def write_config(root: Path, *, temporal_address: str, cluster: LocalSlurmCluster, audit_url: str) -> Path:
+def write_config(
+    root: Path,
+    *,
+    temporal_address: str,
+    cluster: LocalSlurmCluster,
+    audit_url: str,
+    watch: dict[str, object] | None = None,
+) -> Path:
     doc = {
         "state_dir": str(root),
         "temporal": {"address": temporal_address, "control_task_queue": "trainguard-control-crash"},
@@ -418,7 +450,7 @@ def write_config(root: Path, *, temporal_address: str, cluster: LocalSlurmCluste
         },
         "audit": {"url": audit_url},
         # A killed worker's watch and discovery activities are retried after 5 s without a heartbeat.
-        "watch": {"poll_interval_s": 0.5, "slice_s": 120, "heartbeat_timeout_s": 5},
+        "watch": {"poll_interval_s": 0.5, "slice_s": 120, "heartbeat_timeout_s": 5, **(watch or {})},
         "watchdog": {"decision_timeout_s": 60},
     }
     path = root / "worker.yaml"
@@ -460,16 +492,19 @@ async def crash_stack(
     audit_url: str | None = None,
     failpoints: Iterable[str] = (),
     worker_code: Path | None = None,
+    watch: dict[str, object] | None = None,
+    supervise: bool = True,
 ) -> AsyncIterator[CrashStack]:
-    """Start Slurm + Temporal (db file) + the worker subprocess under CRASH_DIR/name; stop all after."""
+    """Start Slurm + Temporal (db file) + the worker subprocess under CRASH_DIR/name; stop all after.
+    `watch` overrides watch settings; `supervise=False` leaves a killed worker dead (a lost machine)."""
     root = CRASH_DIR / name
     cluster = make_cluster(root)
     cluster.stop()  # leftovers of an interrupted run
     temporal_dir = root / "temporal"
     for leftover in temporal_dir.glob("temporal-*.pid"):
         LocalTemporal(temporal_dir, port=int(leftover.stem.split("-")[1])).stop()
-    leftover_worker = WorkerProcess(root, root / "worker.yaml")
-    leftover_worker.proc.stop()
+    for leftover_name in ("worker", *EXTRA_WORKERS):
+        WorkerProcess(root, root / "worker.yaml", name=leftover_name).proc.stop()
     for sub in ("jobs", "failpoints", "slurm/state", "temporal"):
         await asyncio.to_thread(_rmtree, root / sub)
     (root / "worker.log").unlink(missing_ok=True)
@@ -480,14 +515,17 @@ async def crash_stack(
     )
     await asyncio.to_thread(temporal.start)
     url = audit_url or f"sqlite:///{root / ('audit-' + uuid.uuid4().hex[:8] + '.db')}"
-    config = write_config(root, temporal_address=temporal.address, cluster=cluster, audit_url=url)
+    config = write_config(
+        root, temporal_address=temporal.address, cluster=cluster, audit_url=url, watch=watch
+    )
     worker = WorkerProcess(root, config)
     worker.use_code(worker_code)
     store = AuditStore.from_url(url)
     recorder = SlurmRecorder(cluster)
+    extras: list[WorkerProcess] = []
     client: Client | None = None
     try:
-        worker.start(failpoints, root / "failpoints")
+        worker.start(failpoints, root / "failpoints", supervise=supervise)
         recorder.start()
         client = await connect(Settings(temporal=TemporalSettings(address=temporal.address)))
         yield CrashStack(
@@ -499,6 +537,7 @@ async def crash_stack(
             store=store,
             recorder=recorder,
             audit_url=url,
+            extra_workers=extras,
         )
     finally:
         await recorder.stop()
@@ -507,6 +546,8 @@ async def crash_stack(
             if jobs:
                 subprocess.run(["scancel", *jobs], env={**os.environ, **cluster.env}, check=False, timeout=10)
         await worker.stop()
+        for extra in extras:
+            await extra.stop()
         await asyncio.to_thread(cluster.stop)
         await asyncio.to_thread(temporal.stop)
         store.close()

@@ -14,7 +14,7 @@ from trainguard.optin import MalformedComment, parse_opt_in
         ('{"trainguard":{"environment":"prod","mode":"observe"}}', "prod", Mode.OBSERVE),
         ('{"trainguard":{"environment":"prod","mode":"action"}}', "prod", Mode.ACTION),
         ('{"nvidia-recovery":{"environment":"x","mode":"action"}}', "x", Mode.ACTION),
-        ("'{\"trainguard\":{\"mode\":\"action\"}}'", "default", Mode.ACTION),  # sbatch-script quoting kept
+        ('\'{"trainguard":{"mode":"action"}}\'', "default", Mode.ACTION),  # sbatch-script quoting kept
         ('{"trainguard":{}}', "default", Mode.OBSERVE),
         ('{"trainguard":null, "owner":"ml"}', "default", Mode.OBSERVE),
         ('  {"trainguard":{"environment":"e"}}  ', "e", Mode.OBSERVE),

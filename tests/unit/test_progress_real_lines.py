@@ -155,8 +155,9 @@ def test_real_checkpoint_lines(line: str, starting: bool | None, iteration: int 
 def test_deepspeed_ready_line_credits_its_step() -> None:
     # DeepSpeed runtime/checkpoint_engine/torch_checkpoint_engine.py: logger.info(f"[Torch] Checkpoint
     # {tag} is ready now!") with tag global_step<N>
-    event = checkpoint_event("[INFO] [torch_checkpoint_engine.py:27:commit] [Torch] Checkpoint "
-                             "global_step10 is ready now!", CFG)
+    event = checkpoint_event(
+        "[INFO] [torch_checkpoint_engine.py:27:commit] [Torch] Checkpoint global_step10 is ready now!", CFG
+    )
     assert event is not None and (event.starting, event.iteration) == (False, 10)
 
 

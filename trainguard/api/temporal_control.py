@@ -17,6 +17,7 @@ from trainguard.models import (
     clip,
 )
 from trainguard.settings import TemporalSettings
+from trainguard.temporal_metrics import sdk_runtime
 
 SET_MODE_UPDATE = "set_mode"
 SET_PAUSED_SIGNAL = "set_paused"
@@ -124,6 +125,7 @@ async def connect_client(settings: TemporalSettings) -> Client:
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         data_converter=pydantic_data_converter,
         connect_timeout=timedelta(seconds=5),
+        runtime=sdk_runtime(settings.metrics_bind),
     )
 
 

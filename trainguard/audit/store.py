@@ -598,9 +598,7 @@ def events_query(
             where.append(or_(EVENTS.c.ts < c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id < c_id)))
         else:
             where.append(or_(EVENTS.c.ts > c_ts, and_(EVENTS.c.ts == c_ts, EVENTS.c.id > c_id)))
-    order = (
-        (EVENTS.c.ts.desc(), EVENTS.c.id.desc()) if descending else (EVENTS.c.ts.asc(), EVENTS.c.id.asc())
-    )
+    order = (EVENTS.c.ts.desc(), EVENTS.c.id.desc()) if descending else (EVENTS.c.ts.asc(), EVENTS.c.id.asc())
     return select(EVENTS).where(*where).order_by(*order).limit(limit + 1)
 
 

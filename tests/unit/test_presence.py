@@ -1,0 +1,86 @@
+"""Worker presence (workers/presence.py): who is gone, who takes over, which activities are taken."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import cast
+
+from prometheus_client import REGISTRY
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client
+
+from trainguard import contracts as c
+from workers.presence import Held, Pending, Presence, Timing, held_by, presence_queue, reaper, vanished
+
+STARTED = int(PendingActivityState.PENDING_ACTIVITY_STATE_STARTED)
+SCHEDULED = int(PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED)
+
+
+def test_a_worker_is_gone_when_its_last_poll_is_older_than_the_timeout() -> None:
+    seen = {"a": 100.0, "b": 90.0, "c": 84.0}
+    assert vanished(seen, now=100.0, timeout_s=15) == {"c"}
+    assert vanished(seen, now=100.0, timeout_s=16) == set()
+
+
+def test_one_live_worker_takes_over_the_first_in_sort_order() -> None:
+    seen = {"b@h": 100.0, "a@h": 80.0, "c@h": 99.0}  # a@h is gone: it does not take over
+    assert reaper(seen, now=100.0, timeout_s=15) == "b@h"
+    assert reaper({"a": 0.0}, now=100.0, timeout_s=15) is None
+
+
+def test_only_started_watch_and_discovery_activities_of_dead_workers_are_taken() -> None:
+    pending = [
+        Pending("1", c.WATCH_JOB, STARTED, "dead"),
+        Pending("2", c.DISCOVER_JOBS, STARTED, "dead"),
+        Pending("3", c.WATCH_JOB, SCHEDULED, "dead"),  # not started: any worker picks it up anyway
+        Pending("4", c.REQUEUE_HOLD, STARTED, "dead"),  # a step keeps its own 10 s heartbeat timeout
+        Pending("5", c.WATCH_JOB, STARTED, "alive"),
+    ]
+    assert [p.activity_id for p in held_by(pending, {"dead"})] == ["1", "2"]
+
+
+def test_presence_refreshes_well_inside_the_timeout_and_never_below_the_servers_minimum() -> None:
+    assert Timing(15).poll_s == 5.0 and Timing(15).check_s == 2.5
+    assert Timing(3).poll_s == 2.5 and Timing(3).check_s == 1.0
+    assert Timing(600).poll_s == 10.0
+    assert presence_queue("trainguard-cluster-a") == "trainguard-cluster-a-presence"
+
+
+class FakePresence(Presence):
+    def __init__(self, identity: str, seen: dict[str, float], now: float) -> None:
+        super().__init__(
+            cast(Client, None),
+            cluster="pres-test",
+            cluster_queue="q",
+            identity=identity,
+            timeout_s=15,
+            clock=lambda: now,
+        )
+        self.seen = seen
+        self.asked: list[set[str]] = []
+
+    async def peers(self) -> dict[str, float]:
+        return dict(self.seen)
+
+    async def take_over(self, dead: set[str]) -> list[Held]:
+        self.asked.append(set(dead))
+        return [Held("wf", "run", "1", c.WATCH_JOB, w) for w in sorted(dead)]
+
+
+def test_the_reaper_takes_over_each_vanished_worker_once_and_counts_it() -> None:
+    seen = {"a": 100.0, "b": 100.0, "dead": 50.0}
+    before = REGISTRY.get_sample_value("trainguard_watch_takeovers_total", {"cluster": "pres-test"}) or 0.0
+    other = FakePresence("b", seen, now=100.0)
+    assert asyncio.run(other.check_once()) == [] and other.asked == []  # "a" sorts first: it takes over
+    me = FakePresence("a", seen, now=100.0)
+    assert [h.worker for h in asyncio.run(me.check_once())] == ["dead"]
+    assert asyncio.run(me.check_once()) == [] and me.asked == [{"dead"}]  # handled once
+    assert REGISTRY.get_sample_value("trainguard_cluster_workers", {"cluster": "pres-test"}) == 2
+    after = REGISTRY.get_sample_value("trainguard_watch_takeovers_total", {"cluster": "pres-test"})
+    assert after == before + 1
+
+
+def test_a_restarted_worker_takes_over_its_dead_predecessor_alone() -> None:
+    """One worker under systemd: the new process sees the old identity stale and takes its watches."""
+    me = FakePresence("new", {"new": 100.0, "old": 70.0}, now=100.0)
+    assert [h.worker for h in asyncio.run(me.check_once())] == ["old"]

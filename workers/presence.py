@@ -1,0 +1,238 @@
+"""Cluster-worker presence, and taking over the watches of a worker that vanished.
+
+A watch is one long activity whose heartbeat timeout (watch.heartbeat_timeout_s, 300 s) bounds how long
+a SIGKILLed worker's watches stay blind. Heartbeats are billed Temporal actions, so a short timeout on
+every watch would cost ~180 actions per workload-hour. Presence costs none: each cluster worker keeps a
+long poll open on its cluster's presence task queue (no task is ever scheduled there) with a short
+deadline, so the server's poller list shows it with a last-access time a few seconds old. Every worker
+reads that list (DescribeTaskQueue, a read, not billed); a worker whose polls stopped for
+watch.presence_timeout_s is gone, and one survivor (the live identity that sorts first, so two do not
+fail the same activity twice) fails that worker's started watch and discovery activities by id: their
+retry policy starts them again at once on a live worker, from the last heartbeated cursor. A graceful
+shutdown still hands its activities back itself (cancelled at shutdown). See docs/worker-loss.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, PollActivityTaskQueueRequest
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from activities.cluster import report_to_cluster
+from trainguard import contracts as c
+from trainguard import telemetry
+from trainguard.api.temporal_control import cluster_workflow_id
+from trainguard.models import EventType
+
+log = logging.getLogger(__name__)
+
+# Activities a vanished worker's share of which is taken over; action steps keep their short (10 s)
+# heartbeat timeout and are retried by Temporal itself.
+TAKEN_OVER = frozenset({c.WATCH_JOB, c.DISCOVER_JOBS})
+# The server refuses long polls with a deadline under 2 s; it answers an idle one just before its deadline.
+MIN_POLL_S = 2.5
+DESCRIBE_PARALLELISM = 32
+
+
+def presence_queue(cluster_queue: str) -> str:
+    return f"{cluster_queue}-presence"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Derived from watch.presence_timeout_s: a worker refreshes its presence three times per timeout,
+    and peers are checked six times per timeout."""
+
+    timeout_s: float
+
+    @property
+    def poll_s(self) -> float:
+        return max(MIN_POLL_S, min(10.0, self.timeout_s / 3))
+
+    @property
+    def check_s(self) -> float:
+        return max(1.0, self.timeout_s / 6)
+
+
+def vanished(last_seen: dict[str, float], now: float, timeout_s: float) -> set[str]:
+    """Identities whose last poll started more than timeout_s ago."""
+    return {who for who, at in last_seen.items() if now - at > timeout_s}
+
+
+def reaper(last_seen: dict[str, float], now: float, timeout_s: float) -> str | None:
+    """The one live identity that takes over: the first in sort order (every worker computes the same)."""
+    live = sorted(who for who, at in last_seen.items() if now - at <= timeout_s)
+    return live[0] if live else None
+
+
+@dataclass(frozen=True)
+class Held:
+    workflow_id: str
+    run_id: str
+    activity_id: str
+    activity_type: str
+    worker: str
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One pending activity as DescribeWorkflowExecution reports it."""
+
+    activity_id: str
+    activity_type: str
+    state: int
+    worker: str  # identity of the worker that last started it
+
+
+def held_by(pending: Iterable[Pending], dead: set[str]) -> list[Pending]:
+    """The started watch/discovery activities of workers in `dead`."""
+    started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    return [p for p in pending if p.activity_type in TAKEN_OVER and p.state == started and p.worker in dead]
+
+
+@dataclass
+class Presence:
+    client: Client
+    cluster: str
+    cluster_queue: str
+    identity: str
+    timeout_s: float
+    clock: Callable[[], float] = time.time
+    # Workflow ids whose watch runs in this process: never another worker's, so not described on a loss
+    # (with two workers that halves the describes; the survivor's event loop is busiest then).
+    local: Callable[[], Collection[str]] = frozenset
+    handled: set[str] = field(default_factory=set)
+    takeovers: list[Held] = field(default_factory=list)
+    noticed: dict[str, float] = field(default_factory=dict)  # identity -> when we found it gone
+
+    @property
+    def queue(self) -> str:
+        return presence_queue(self.cluster_queue)
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.timeout_s)
+
+    async def run(self) -> None:
+        await asyncio.gather(self.announce(), self.announce(), self.watch_peers())
+
+    async def announce(self) -> None:
+        """Keep a short long-poll open on the presence queue: each poll refreshes our last-access time."""
+        request = PollActivityTaskQueueRequest(
+            namespace=self.client.namespace, task_queue=TaskQueue(name=self.queue), identity=self.identity
+        )
+        deadline = timedelta(seconds=self.timing.poll_s)
+        while True:
+            try:
+                await self.client.workflow_service.poll_activity_task_queue(request, timeout=deadline)
+            except RPCError as err:  # deadline passed (an idle poll), or the server is down: poll again
+                if "deadline" not in str(err).lower():
+                    log.debug("presence poll: %s", err)
+                    await asyncio.sleep(1.0)
+
+    async def peers(self) -> dict[str, float]:
+        """Identity -> when its last poll started, as the server's poller list says."""
+        resp = await self.client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=self.client.namespace,
+                task_queue=TaskQueue(name=self.queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            )
+        )
+        return {p.identity: p.last_access_time.ToSeconds() for p in resp.pollers if p.identity}
+
+    async def watch_peers(self) -> None:
+        while True:
+            await asyncio.sleep(self.timing.check_s)
+            try:
+                await self.check_once()
+            except Exception as err:  # Temporal unreachable: its own recovery re-dispatches anyway
+                log.warning("presence check failed: %s", err)
+
+    async def check_once(self) -> list[Held]:
+        seen = await self.peers()
+        now = self.clock()
+        live = len(seen) - len(vanished(seen, now, self.timeout_s))
+        telemetry.set_cluster_workers(self.cluster, live)
+        gone = vanished(seen, now, self.timeout_s) - self.handled - {self.identity}
+        if not gone or reaper(seen, now, self.timeout_s) != self.identity:
+            return []
+        log.warning("cluster worker(s) %s stopped polling: taking over their watches", sorted(gone))
+        self.noticed.update(dict.fromkeys(gone, now))
+        taken = await self.take_over(gone)
+        self.handled |= gone
+        self.takeovers.extend(taken)
+        telemetry.count_takeovers(self.cluster, len(taken))
+        for who in sorted(gone):  # a worker that shut down gracefully held nothing: no report
+            mine = [h for h in taken if h.worker == who]
+            if mine:
+                await self.report(who, mine)
+        return taken
+
+    async def report(self, who: str, taken: list[Held]) -> None:
+        """Audited through ClusterWatch: which worker vanished, and how many watches it had."""
+        report = c.ClusterReport(
+            key=f"worker-lost/{who}",
+            event_type=EventType.WORKER_LOST,
+            message=f"cluster worker {who} stopped polling; {len(taken)} activities taken over by "
+            f"{self.identity}",
+            data={"worker": who, "taken_over": len(taken), "by": self.identity},
+        )
+        await report_to_cluster(self.client, self.cluster, report)
+
+    async def take_over(self, dead: set[str]) -> list[Held]:
+        """Fail every started watch/discovery activity a dead worker holds; Temporal retries it here."""
+        sem = asyncio.Semaphore(DESCRIBE_PARALLELISM)
+        taken: list[Held] = []
+
+        async def one(workflow_id: str, run_id: str) -> None:
+            async with sem:
+                handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
+                # One workflow that cannot be described (gone, a timeout under load) must not stop the
+                # others; a watch missed here is still retried by its heartbeat timeout.
+                with contextlib.suppress(RPCError, asyncio.TimeoutError):
+                    desc = await handle.describe()
+                    pending = [
+                        Pending(p.activity_id, p.activity_type.name, int(p.state), p.last_worker_identity)
+                        for p in desc.raw_description.pending_activities
+                    ]
+                    for p in held_by(pending, dead):
+                        await self.client.get_async_activity_handle(
+                            workflow_id=workflow_id, run_id=run_id, activity_id=p.activity_id
+                        ).fail(ApplicationError(f"cluster worker {p.worker} vanished; watch taken over"))
+                        taken.append(Held(workflow_id, run_id, p.activity_id, p.activity_type, p.worker))
+
+        jobs = []
+        mine = set(self.local())
+        async for wf in self.client.list_workflows(self._query()):
+            if wf.id not in mine:
+                jobs.append(asyncio.create_task(one(wf.id, wf.run_id)))
+        await asyncio.gather(*jobs)
+        for held in taken:
+            log.warning(
+                "took over %s %s of %s from vanished worker %s",
+                held.activity_type,
+                held.activity_id,
+                held.workflow_id,
+                held.worker,
+            )
+        return taken
+
+    def _query(self) -> str:
+        # The job workflows' ids start with the cluster's name (a longer cluster name sharing the prefix
+        # only costs a describe: its activities ran on other workers).
+        return (
+            "ExecutionStatus = 'Running' AND (WorkflowId STARTS_WITH 'trainguard-job-"
+            f"{self.cluster}-' OR WorkflowId = '{cluster_workflow_id(self.cluster)}')"
+        )
