@@ -10,6 +10,7 @@ from typing import Any
 from temporalio import activity
 
 from trainguard import contracts as c
+from trainguard.policy.limits import GrantResult
 from trainguard.models import (
     ActionResult,
     ActionStep,
@@ -88,6 +89,10 @@ class FakeActivities:
     attribute_blocks: bool = False
     watch_inputs: list[c.WatchInput] = field(default_factory=list)
     held_by_someone_else: bool = False  # requeue_hold finds the job already held (a user's hold)
+    # ClusterWatch's answer to every grant request (the real one is tested in test_cluster_limits.py).
+    grant: GrantResult = field(default_factory=GrantResult)
+    grants: list[c.GrantInput] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -99,7 +104,19 @@ class FakeActivities:
             self.set_excluded,
             self.release_job,
             self.cancel_job,
+            self.grant_actions,
+            self.workload_ended,
         ]
+
+    @activity.defn(name=c.GRANT_ACTIONS)
+    async def grant_actions(self, inp: c.GrantInput) -> GrantResult:
+        self.grants.append(inp)
+        return self.grant
+
+    @activity.defn(name=c.WORKLOAD_ENDED)
+    async def workload_ended(self, inp: c.WorkloadEnded) -> bool:
+        self.ended.append(inp.workload_key)
+        return True
 
     @activity.defn(name=c.WATCH_JOB)
     async def watch_job(self, inp: c.WatchInput) -> c.WatchResult:
