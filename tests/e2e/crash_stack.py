@@ -28,7 +28,7 @@ from temporalio.api.enums.v1 import EventType as HistoryEventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.e2e.stack import PORT_OFFSET, REPO, SBATCH, free_port
+from tests.e2e.stack import PORT_OFFSET, REPO, SBATCH, SUITE_LIMITS, free_port
 from trainguard import contracts as c
 from trainguard.audit.schemas import AuditEventOut
 from trainguard.audit.store import AuditStore
@@ -408,6 +408,7 @@ def write_config(root: Path, *, temporal_address: str, cluster: LocalSlurmCluste
         # A killed worker's watch and discovery activities are retried after 5 s without a heartbeat.
         "watch": {"poll_interval_s": 0.5, "slice_s": 120, "heartbeat_timeout_s": 5},
         "watchdog": {"decision_timeout_s": 60},
+        "limits": SUITE_LIMITS.model_dump(mode="json"),
     }
     path = root / "worker.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

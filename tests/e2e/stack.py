@@ -23,7 +23,9 @@ from trainguard.models import AuditEventIn, EventType, Mode
 from trainguard.settings import (
     AuditSettings,
     ClusterSettings,
+    LimitsSettings,
     LogSettings,
+    PolicySettings,
     Settings,
     TemporalSettings,
     WatchdogSettings,
@@ -40,6 +42,20 @@ PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0")) + 1000 * int(
     os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or "0"
 )
 NODE_LOGS = REPO / "var" / f"e2e-nodelogs-{PORT_OFFSET}"
+# The shared workers watch every opt-in environment but "solo-...": a test that runs its own worker (own
+# settings, own ClusterWatch) on the same Slurm cluster submits its jobs under such an environment.
+SHARED_ENVIRONMENTS = r"(?!solo-).*"
+# The suite fails unrelated jobs on purpose, back to back: for its shared workers that is neither a storm
+# nor a reason to run out of the hour's budget. The limits have their own tests (test_cluster_limits.py).
+SUITE_LIMITS = LimitsSettings(
+    requeues_per_hour=100_000,
+    exclusions_per_hour=100_000,
+    drains_per_hour=100_000,
+    max_excluded_nodes=100_000,
+    storm_jobs=100_000,
+    storm_nodes=100_000,
+    storm_settle_s=0,
+)
 
 
 def free_port() -> int:
@@ -57,6 +73,9 @@ def make_settings(
     mode: Mode = Mode.ACTION,
     acknowledged: bool = True,
     decision_timeout_s: float = 60.0,
+    environment_pattern: str = SHARED_ENVIRONMENTS,
+    limits: LimitsSettings = SUITE_LIMITS,
+    policy: PolicySettings | None = None,
 ) -> Settings:
     return Settings(
         temporal=TemporalSettings(address=temporal_address, control_task_queue=f"trainguard-control-{name}"),
@@ -66,6 +85,7 @@ def make_settings(
             acknowledge_scheduler_actions=acknowledged,
             slurm_env=cluster.env,
             snapshot_interval_s=0.5,
+            environment_pattern=environment_pattern,
         ),
         audit=AuditSettings(url=audit_url),
         # per-node kernel logs, as files here (Loki {host=...} streams in production)
@@ -78,6 +98,8 @@ def make_settings(
             slurm_verdict_wait_s=30.0,
         ),
         watchdog=WatchdogSettings(decision_timeout_s=decision_timeout_s),
+        limits=limits,
+        policy=policy or PolicySettings(),
     )
 
 

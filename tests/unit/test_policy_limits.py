@@ -296,7 +296,7 @@ def test_a_refused_exclusion_makes_the_advice_advice_only_with_its_reason_code()
     result = GrantResult(
         requeue=False,
         exclude=False,
-        limit="Advice only: cluster limit exclusions_per_hour=1 reached (1 nodes excluded in the last hour, 1 more asked)",
+        limit="Advice only: cluster limit exclusions_per_hour=1 reached (1 nodes excluded in the last hour)",
     )
     limited = limit_advice(hw_advice(), result, ())
     assert not limited.execute and limited.action == ActionKind.REQUEUE
@@ -327,7 +327,7 @@ def test_a_storm_with_storm_action_wait_waits_for_an_operator() -> None:
 
 
 def test_a_refused_drain_keeps_the_requeue() -> None:
-    text = "Not drained: cluster limit drains_per_hour=1 reached (1 nodes drained in the last hour, 1 more asked)"
+    text = "Not drained: cluster limit drains_per_hour=1 reached (1 nodes drained in the last hour)"
     limited = limit_advice(hw_advice(drain=("n03",)), GrantResult(drain=False, limit=text), ())
     assert limited.execute and limited.exclude_nodes == ("n03",) and limited.drain_nodes == ()
     assert "n03 left in service" in limited.reason

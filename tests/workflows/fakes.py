@@ -10,7 +10,6 @@ from typing import Any
 from temporalio import activity
 
 from trainguard import contracts as c
-from trainguard.policy.limits import GrantResult
 from trainguard.models import (
     ActionResult,
     ActionStep,
@@ -26,6 +25,7 @@ from trainguard.models import (
     ProgressState,
     Verdict,
 )
+from trainguard.policy.limits import GrantResult
 
 
 def job(

@@ -17,6 +17,7 @@ from pydantic import Field
 from trainguard.models import ActionKind, Advice, Attribution, Category, Frozen, clip
 
 HOUR_S = 3600.0
+STORM_OPENING = "Storm: "  # how a storm's advice begins (reason code infra_storm; not node reputation)
 MAX_FAILURES = 500  # failure reports kept (within the storm window); bounded workflow state
 MAX_GRANTS = 2000  # answers kept (within the hour), for the budget and for idempotent retries
 EXCLUDED_FORGET_S = 7 * 86400.0  # a workload that never said it ended stops counting after this
@@ -160,13 +161,13 @@ def storm(state: LimitsState, now: float, limits: ClusterLimits) -> str:
     minutes = f"{limits.storm_window_s / 60:g}"
     if len(jobs) >= limits.storm_jobs:
         return (
-            f"Storm: {len(jobs)} jobs failed within {minutes} minutes → shared infrastructure suspected "
-            f"(limits.storm_jobs={limits.storm_jobs})"
+            f"{STORM_OPENING}{len(jobs)} jobs failed within {minutes} minutes → shared infrastructure "
+            f"suspected (limits.storm_jobs={limits.storm_jobs})"
         )
     if len(jobs) >= 2 and len(nodes) >= limits.storm_nodes:
         return (
-            f"Storm: {len(jobs)} jobs failed within {minutes} minutes implicating {len(nodes)} nodes → "
-            f"shared infrastructure suspected (limits.storm_nodes={limits.storm_nodes})"
+            f"{STORM_OPENING}{len(jobs)} jobs failed within {minutes} minutes implicating {len(nodes)} "
+            f"nodes → shared infrastructure suspected (limits.storm_nodes={limits.storm_nodes})"
         )
     return ""
 

@@ -8,6 +8,7 @@ drives through the real policy so a reworded sentence fails a test instead of si
 from __future__ import annotations
 
 from trainguard.models import ActionKind, Actor, Advice
+from trainguard.policy.limits import STORM_OPENING
 
 # Recovery stopped because retrying cannot help (alert: TrainGuardRecoveryStopped).
 FUTILE = ("futile_same_failure", "futile_retry_budget", "futile_no_checkpoint", "futile_time_limit")
@@ -33,7 +34,7 @@ _LIMITS: tuple[tuple[str, str], ...] = (
     ("Advice only: cluster limit max_excluded_nodes=", "cluster_excluded_cap"),
     ("Not drained: cluster limit drains_per_hour=", "cluster_drain_limit"),
     ("Advice only: cluster limits unavailable", "cluster_limits_unavailable"),
-    ("Storm: ", "infra_storm"),
+    (STORM_OPENING, "infra_storm"),
 )
 
 _STOPS: tuple[tuple[str, str], ...] = (
