@@ -28,11 +28,13 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from tests.e2e.crash_stack import save_history
 from tests.e2e.stack import PORT_OFFSET, REPO, SBATCH, Stack, SubmittedJob, make_settings
+from trainguard.api.temporal_control import cluster_workflow_id
 from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.temporal import LocalTemporal
-from trainguard.models import AuditEventIn, EventType
+from trainguard.models import AuditEventIn, EventType, WorkloadId
 from trainguard.settings import LimitsSettings, PolicySettings
 from workers.worker import build_workers, connect, ensure_cluster_watch
 
@@ -194,6 +196,12 @@ async def test_a_storm_across_jobs_excludes_and_drains_no_node(
         name = stack.settings.cluster.name
         assert advice_count(name, "infra_storm") == 6
         assert not any(e.event_type == EventType.NODE_DRAINED for j in jobs for e in stack.events(j.job_id))
+        # The replay tests' histories of this path (TRAINGUARD_RECORD_HISTORIES=1): a workload granted a
+        # storm requeue, and the ClusterWatch that answered six grant updates after settling.
+        first = advice_of(stack, jobs[0])
+        workload = WorkloadId(cluster=name, job_id=first.job_id, submit_time=first.submit_time)
+        await save_history(stack.client.get_workflow_handle(workload.workflow_id), "storm_requeue_job")
+        await save_history(stack.client.get_workflow_handle(cluster_workflow_id(name)), "storm_cluster_watch")
     print(f"storm e2e: {time.monotonic() - started:.0f}s")
 
 

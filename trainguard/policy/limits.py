@@ -53,7 +53,7 @@ class ClusterLimits(Frozen):
     storm_nodes: int = Field(default=8, ge=2)
     """... or this many distinct nodes implicated by infrastructure-like failures of at least two jobs."""
     storm_window_s: float = Field(default=600.0, gt=0)
-    storm_settle_s: float = Field(default=15.0, ge=0)
+    storm_settle_s: float = Field(default=5.0, ge=0)
     """An exclusion or drain waits this long before it is granted, so the first jobs of a storm are
     judged with the ones that fail seconds later. Keep it well under `watchdog.decision_timeout_s`."""
     storm_action: Literal["requeue", "wait"] = "requeue"
