@@ -95,22 +95,9 @@ class ClusterWatchWorkflow:
     @workflow.update
     async def grant(self, req: lim.GrantRequest) -> lim.GrantResult:
         """May this workload requeue, exclude, drain? Answered against the last hour's budget and the storm
-        picture. An exclusion or drain first waits `limits.storm_settle_s`, so the first jobs of a storm
-        are judged together with those that fail seconds later."""
-        limits = self.inp.recovery.limits
-        earlier = lim.answered(self.limits_state, req.request_id)
-        if earlier is not None:
-            return earlier
-        if req.failure is not None:
-            # Seen by requests decided during this one's settling time.
-            report = req.failure.model_copy(update={"at": workflow.time()})
-            self.limits_state = lim.report_failure(self.limits_state, report)
-        if lim.needs_settle(req, limits):
-            await workflow.sleep(limits.storm_settle_s)
-            again = lim.answered(self.limits_state, req.request_id)  # a duplicate answered meanwhile
-            if again is not None:
-                return again
-        result, self.limits_state = lim.grant(self.limits_state, req, workflow.time(), limits)
+        picture (`limits.ask`). An exclusion or drain is first told to ask again after
+        `limits.storm_settle_s`, so the first jobs of a storm are judged with those failing seconds later."""
+        result, self.limits_state = lim.ask(self.limits_state, req, workflow.time(), self.inp.recovery.limits)
         return result
 
     @workflow.signal

@@ -16,6 +16,7 @@ from trainguard.policy.limits import (
     GrantRequest,
     GrantResult,
     LimitsState,
+    ask,
     grant,
     is_infra,
     limit_advice,
@@ -369,3 +370,35 @@ def test_storm_advice_for_a_node_failure_too() -> None:
     advice, _ = decide(PolicyState(), v, ctx(T0, ckpt=1), PolicyConfig())
     limited = limit_advice(advice, GrantResult(exclude=False, storm="Storm: 5 jobs"), ())
     assert limited.exclude_nodes == () and limited.action == ActionKind.REQUEUE
+
+
+def test_without_settling_alone_only_a_failure_after_another_jobs_waits() -> None:
+    limits = ClusterLimits(storm_settle_alone=False)
+    state = LimitsState()
+    lone = req("w1", "n1")
+    assert not needs_settle(lone, limits, state, T0)
+    _, state = grant(state, lone, T0, limits)
+    assert not needs_settle(req("w1", "n1", rid="w1/a1/s2"), limits, state, T0 + 5)  # its own failure
+    assert needs_settle(req("w2", "n2"), limits, state, T0 + 5)
+    assert not needs_settle(req("w2", "n2"), limits, state, T0 + 5 + limits.storm_window_s)
+    assert needs_settle(lone, ClusterLimits(), LimitsState(), T0)  # the default: every exclusion settles
+
+
+def test_a_settling_request_is_told_to_ask_again_and_decided_with_what_came_meanwhile() -> None:
+    limits = ClusterLimits(storm_jobs=3, storm_settle_s=5)
+    state = LimitsState()
+    first, state = ask(state, req("w1", "n1"), T0, limits)
+    assert first.settle_s == 5 and state.failures  # counted at once, not decided
+    early, state = ask(state, req("w1", "n1"), T0 + 2, limits)
+    assert early.settle_s == 3
+    for i in (2, 3):
+        _, state = ask(state, req(f"w{i}", f"n{i}"), T0 + i, limits)
+    decided, state = ask(state, req("w1", "n1"), T0 + 5, limits)
+    assert decided.settle_s == 0 and decided.storm and not decided.exclude and decided.requeue
+    assert ask(state, req("w1", "n1"), T0 + 9, limits)[0] == decided  # a retry gets the decision
+    assert not any(p.request_id == "w1/a0/s1" for p in state.settling)
+
+
+def test_a_request_that_needs_no_settling_is_decided_at_once() -> None:
+    result, _ = ask(LimitsState(), req("w1", category=Category.PYTHON_EXCEPTION, exclude=False), T0, LIMITS)
+    assert result.settle_s == 0 and result.requeue

@@ -56,6 +56,10 @@ class ClusterLimits(Frozen):
     storm_settle_s: float = Field(default=5.0, ge=0)
     """An exclusion or drain waits this long before it is granted, so the first jobs of a storm are
     judged with the ones that fail seconds later. Keep it well under `watchdog.decision_timeout_s`."""
+    storm_settle_alone: bool = True
+    """Let an exclusion or drain wait `storm_settle_s` even when no other job failed that way within
+    `storm_window_s`. Off: a lone bad node is excluded at once (its recovery ~`storm_settle_s` faster),
+    but the first job of a storm can exclude its healthy node before the others are seen."""
     storm_action: Literal["requeue", "wait"] = "requeue"
     """During a storm: `requeue` without any exclusion (within the requeue budget), or `wait` for an
     operator. Never an exclusion or a drain."""
@@ -89,6 +93,7 @@ class GrantResult(Frozen):
     storm: str = ""  # "" or the sentence that explains the storm
     limit: str = ""  # "" or the reason a budget refused something (an advice sentence's opening)
     unavailable: bool = False  # ClusterWatch could not be asked: nothing was granted
+    settle_s: float = 0.0  # > 0: not decided yet; ask again (same request id) after this many seconds
 
 
 class GrantRecord(Frozen):
@@ -107,12 +112,18 @@ class ExcludedEntry(Frozen):
     at: float  # last grant
 
 
+class Settling(Frozen):
+    request_id: str
+    at: float  # first asked
+
+
 class LimitsState(Frozen):
     """ClusterWatch's memory of the last hour; carried across continue-as-new."""
 
     grants: tuple[GrantRecord, ...] = ()
     failures: tuple[FailureReport, ...] = ()
     excluded: tuple[ExcludedEntry, ...] = ()
+    settling: tuple[Settling, ...] = ()  # requests told to ask again after storm_settle_s
 
 
 def is_infra(report: FailureReport) -> bool:
@@ -127,7 +138,10 @@ def prune(state: LimitsState, now: float, limits: ClusterLimits) -> LimitsState:
     grants = tuple(g for g in state.grants if now - g.at < HOUR_S)[-MAX_GRANTS:]
     failures = tuple(f for f in state.failures if now - f.at <= limits.storm_window_s)[-MAX_FAILURES:]
     excluded = tuple(e for e in state.excluded if now - e.at < EXCLUDED_FORGET_S)
-    return state.model_copy(update={"grants": grants, "failures": failures, "excluded": excluded})
+    settling = tuple(p for p in state.settling if now - p.at < HOUR_S)[-MAX_GRANTS:]
+    return state.model_copy(
+        update={"grants": grants, "failures": failures, "excluded": excluded, "settling": settling}
+    )
 
 
 def answered(state: LimitsState, request_id: str) -> GrantResult | None:
@@ -176,10 +190,46 @@ def _excluded_now(state: LimitsState, new: Sequence[str]) -> set[str]:
     return {n for e in state.excluded for n in e.nodes} | set(new)
 
 
-def needs_settle(req: GrantRequest, limits: ClusterLimits) -> bool:
-    """Only exclusions and drains wait for a storm to show: they are what a storm must not cause."""
+def needs_settle(
+    req: GrantRequest, limits: ClusterLimits, state: LimitsState | None = None, now: float = 0.0
+) -> bool:
+    """Only exclusions and drains wait for a storm to show: they are what a storm must not cause. With
+    `storm_settle_alone` off, only when another job's infrastructure-like failure is already in the window."""
     infra = req.failure is not None and is_infra(req.failure)
-    return limits.enabled and infra and bool(req.exclude or req.drain) and limits.storm_settle_s > 0
+    if not (limits.enabled and infra and bool(req.exclude or req.drain) and limits.storm_settle_s > 0):
+        return False
+    if limits.storm_settle_alone or state is None:
+        return True
+    return any(
+        f.workload_key != req.workload_key and is_infra(f) and now - f.at <= limits.storm_window_s
+        for f in state.failures
+    )
+
+
+def ask(
+    state: LimitsState, req: GrantRequest, now: float, limits: ClusterLimits
+) -> tuple[GrantResult, LimitsState]:
+    """ClusterWatch's answer to one (possibly repeated) request. An exclusion or drain that must settle is
+    first told to ask again after `storm_settle_s` (its failure counts at once); asked again when the time
+    is up, it is decided with every failure reported meanwhile. Nothing waits inside ClusterWatch, so a
+    burst of requests never piles up open updates there."""
+    state = prune(state, now, limits)
+    earlier = answered(state, req.request_id)
+    if earlier is not None:
+        return earlier, state
+    if req.failure is not None:
+        state = report_failure(state, req.failure.model_copy(update={"at": now}))
+    pending = next((p for p in state.settling if p.request_id == req.request_id), None)
+    if pending is None and needs_settle(req, limits, state, now):
+        entry = Settling(request_id=req.request_id, at=now)
+        state = state.model_copy(update={"settling": (*state.settling, entry)[-MAX_GRANTS:]})
+        return GrantResult(settle_s=limits.storm_settle_s), state
+    if pending is not None:
+        remaining = pending.at + limits.storm_settle_s - now
+        if remaining > 0:
+            return GrantResult(settle_s=remaining), state
+        state = state.model_copy(update={"settling": tuple(p for p in state.settling if p is not pending)})
+    return grant(state, req, now, limits)
 
 
 def grant(
