@@ -487,6 +487,8 @@ class JobRecoveryWorkflow:
             start_to_close_timeout=timedelta(seconds=limits.storm_settle_s + 30),
             retry_policy=AUDIT_RETRY,
         )
+        if result.unavailable and not (request.requeue or request.drain):
+            return advice  # nothing was to be done: advice without the limits is still the same advice
         limited = lim.limit_advice(advice, result, before.excluded_nodes)
         state = self.carry.policy_state
         if requeue and not (limited.execute and limited.action == ActionKind.REQUEUE):
