@@ -11,6 +11,7 @@ from trainguard import contracts as c
 from trainguard.audit.store import AuditStore
 from trainguard.models import ArrayTaskFailure, Attribution, AuditEventIn, Category, EventType, NodeIncident
 from trainguard.policy import array_is_systemic, nodes_to_drain
+from trainguard.policy.limits import STORM_OPENING
 
 MAX_EVENTS = 1000
 
@@ -37,6 +38,12 @@ def _nodes(event: AuditEventIn, key: str) -> tuple[str, ...]:
 def _is_metric(pattern_id: str) -> bool:
     """Findings of the GPU metrics probe (DCGM via Prometheus) carry `dcgm_*` pattern ids."""
     return pattern_id.startswith("dcgm_")
+
+
+def _in_storm(event: AuditEventIn) -> bool:
+    """Failures judged part of a storm across jobs point at shared infrastructure, not at their nodes:
+    they never count toward a node's reputation (trainguard/policy/limits.py)."""
+    return event.message.startswith(STORM_OPENING)
 
 
 class FleetActivities:
@@ -108,7 +115,7 @@ class FleetActivities:
                 )
                 for e in self._recent(inp, cfg.drain_window_s)
                 for node in _nodes(e, "implicated")
-                if e.workload_key != inp.workload.key
+                if e.workload_key != inp.workload.key and not _in_storm(e)
             ]
             own = inp.allocation or (job.nodes if job is not None else ())
             incidents += [

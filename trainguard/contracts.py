@@ -23,6 +23,7 @@ from trainguard.models import (
     WorkloadStatus,
 )
 from trainguard.policy import PolicyConfig, PolicyState
+from trainguard.policy.limits import ClusterLimits, GrantRequest, LimitsState
 
 # Activity names: the worker registers functions under these, tests register replacements under them.
 DISCOVER_JOBS = "discover_jobs"
@@ -40,6 +41,8 @@ UPDATE_WORKLOAD = "update_workload"
 PROPAGATE_CLUSTER_MODE = "propagate_cluster_mode"
 PROPAGATE_CLUSTER_SETTINGS = "propagate_cluster_settings"
 FLEET_CONTEXT = "fleet_context"
+GRANT_ACTIONS = "grant_actions"  # asks the cluster's ClusterWatch (update `grant`) before acting
+WORKLOAD_ENDED = "workload_ended"  # tells ClusterWatch (signal `workload_ended`) a workload's exclusions end
 
 
 class RecoveryConfig(Frozen):
@@ -63,6 +66,7 @@ class RecoveryConfig(Frozen):
     # TrainGuard held (only undoes our own hold, so it may even when the cluster observes).
     watchdog_release: bool = True
     watchdog_environment_pattern: str = ".*"  # opt-in environments the watchdog guards
+    limits: ClusterLimits = ClusterLimits()  # cluster-wide budget and storm rules, kept by ClusterWatch
 
 
 class Phase(Frozen):
@@ -128,6 +132,7 @@ class ClusterWatchInput(Frozen):
     # a worker restart applies only what differs from it, so an operator's run-time mode change survives
     # restarts that did not change the file.
     configured: ClusterConfig | None = None
+    limits_state: LimitsState | None = None  # the budget's last hour and recent failures (continue-as-new)
 
 
 class SettingsUpdate(Frozen):
@@ -262,3 +267,16 @@ class FleetContext(Frozen):
     array_systemic: bool = False
     array_reason: str = ""
     drain: tuple[tuple[str, str], ...] = ()  # (node, reason)
+
+
+class GrantInput(Frozen):
+    """For the grant_actions activity: which cluster's ClusterWatch to ask, and what."""
+
+    cluster: str
+    request: GrantRequest
+    settle_s: float = 0.0  # how long the answer may take on purpose (storm settling); adds to the timeout
+
+
+class WorkloadEnded(Frozen):
+    cluster: str = ""
+    workload_key: str

@@ -26,6 +26,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from trainguard.models import Mode
 from trainguard.policy.config import PolicyConfig
+from trainguard.policy.limits import ClusterLimits
 
 DEFAULT_STATE_DIR = Path(os.environ.get("TRAINGUARD_HOME", "var"))
 
@@ -190,6 +191,12 @@ class PolicySettings(PolicyConfig):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class LimitsSettings(ClusterLimits):
+    """Cluster-wide safety limits (trainguard.policy.limits.ClusterLimits, documented in docs/policy.md)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
 class AttributionSettings(Section):
     external_url: str | None = None
     external_timeout_s: float = Field(default=5.0, gt=0)
@@ -315,6 +322,7 @@ class Settings(BaseSettings):
     watch: WatchSettings = WatchSettings()
     watchdog: WatchdogSettings = WatchdogSettings()
     policy: PolicySettings = PolicySettings()
+    limits: LimitsSettings = LimitsSettings()
     attribution: AttributionSettings = AttributionSettings()
     logs: LogSettings = LogSettings()
     metrics: MetricsSettings = MetricsSettings()

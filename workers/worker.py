@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 from activities.cluster import ClusterActivities
 from activities.control import ControlActivities
 from activities.fleet import FleetActivities
+from activities.limits import LimitsActivities
 from activities.snapshot_cache import SnapshotCache
 from activities.watch import CheckpointLocator, JobWatcher, SourceFactory
 from trainguard import contracts as c
@@ -36,6 +37,7 @@ from trainguard.logsources.http import make_http_client
 from trainguard.logsources.nodelogs import make_node_log_source, node_log_enabled
 from trainguard.models import Finding, JobSnapshot, Mode
 from trainguard.policy import PolicyConfig
+from trainguard.policy.limits import ClusterLimits
 from trainguard.settings import Settings, WatchSettings
 from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.client import SlurmClient
@@ -71,6 +73,7 @@ def recovery_config(settings: Settings, *, search_attributes: bool = True) -> c.
         watchdog_release=watchdog_may_release(settings),
         watchdog_environment_pattern=settings.watchdog.environment_pattern,
         policy=PolicyConfig(**settings.policy.model_dump()),
+        limits=ClusterLimits(**settings.limits.model_dump()),
         search_attributes=search_attributes,
     )
 
@@ -221,6 +224,7 @@ def build_workers(
         rt.store = AuditStore.from_url(settings.audit.url)
         control = ControlActivities(rt.store, client, settings.attribution)
         fleet = FleetActivities(rt.store)
+        limits = LimitsActivities(client)
         rt.workers.append(
             Worker(
                 client,
@@ -233,6 +237,8 @@ def build_workers(
                     control.propagate_cluster_mode,
                     control.propagate_cluster_settings,
                     fleet.fleet_context,
+                    limits.grant_actions,
+                    limits.workload_ended,
                 ],
                 max_concurrent_activities=200,
                 # One long-lived workflow per monitored job: when they outnumber the sticky cache

@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from trainguard import contracts as c
     from trainguard.identity import workload_of
     from trainguard.models import Actor, AuditEventIn, EventType, Level, ModeChange, clip
+    from trainguard.policy import limits as lim
     from trainguard.runtime_config import describe_diff, diff_data, settings_diff
 
 RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
@@ -34,6 +35,9 @@ class ClusterWatchWorkflow:
         self.pending: list[AuditEventIn] = []
         self.configured = inp.configured or configured_from(inp)
         self.settings_out: list[c.WorkloadSettings] = []  # settings changes still to fan out to workloads
+        # Cluster-wide safety limits: every JobRecovery asks here before acting (update `grant`), so
+        # the budget is one state changed by one workflow, one request at a time.
+        self.limits_state = inp.limits_state or lim.LimitsState()
 
     @workflow.query
     def current_mode(self) -> str:
@@ -87,6 +91,18 @@ class ClusterWatchWorkflow:
             )
         )
         return c.SettingsApplied(changed=tuple(diff), summary=summary)
+
+    @workflow.update
+    async def grant(self, req: lim.GrantRequest) -> lim.GrantResult:
+        """May this workload requeue, exclude, drain? Answered against the last hour's budget and the storm
+        picture (`limits.ask`). An exclusion or drain is first told to ask again after
+        `limits.storm_settle_s`, so the first jobs of a storm are judged with those failing seconds later."""
+        result, self.limits_state = lim.ask(self.limits_state, req, workflow.time(), self.inp.recovery.limits)
+        return result
+
+    @workflow.signal
+    async def workload_ended(self, ended: c.WorkloadEnded) -> None:
+        self.limits_state = lim.workload_ended(self.limits_state, ended.workload_key)
 
     @workflow.signal
     async def stop(self) -> None:
@@ -190,7 +206,15 @@ class ClusterWatchWorkflow:
                     await workflow.wait_condition(workflow.all_handlers_finished)
                 if not self.changes and not self.stop_requested and not self.settings_out:
                     workflow.continue_as_new(
-                        self.inp.model_copy(update={"mode": self.mode, "configured": self.configured})
+                        self.inp.model_copy(
+                            update={
+                                "mode": self.mode,
+                                "configured": self.configured,
+                                "limits_state": lim.prune(
+                                    self.limits_state, workflow.time(), self.inp.recovery.limits
+                                ),
+                            }
+                        )
                     )
 
     def _interrupted(self, handle: workflow.ActivityHandle[c.DiscoverResult]) -> bool:

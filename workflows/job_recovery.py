@@ -39,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
         clip,
         mode_change_text,
     )
-    from trainguard.policy import DecisionContext, decide, effective_mode, record_restart
+    from trainguard.policy import DecisionContext, PolicyState, decide, effective_mode, record_restart
+    from trainguard.policy import limits as lim
     from trainguard.runtime_config import describe_diff, diff_data, settings_diff, watchdog_guards
     from trainguard.slurm.states import (
         ALLOCATED_STATES,
@@ -82,6 +83,7 @@ PATCH_PAUSE_STOPS = "paused-mid-recovery-stops"  # a pause between hold and excl
 PATCH_FAILED_HOLD = "release-after-failed-requeue-hold"  # a requeue-hold reported failed may have held
 PATCH_HELD_ADVICE = "held-advice-write-bounded"  # an audit outage cannot keep a contained job held
 PATCH_PAUSED_GONE = "paused-workload-ends-when-gone"  # a paused workload still ends when its job is gone
+PATCH_LIMITS = "cluster-safety-limits"  # ClusterWatch grants requeues/exclusions/drains (cluster-wide limits)
 
 
 @workflow.defn(name="JobRecovery")
@@ -176,6 +178,7 @@ class JobRecoveryWorkflow:
                 await self._on_observation(obs)
             await self._flush()
             if self.carry.status.state in TERMINAL:
+                await self._release_limits()
                 await self._drain()
                 return self.carry.status
             if self._should_continue_as_new():
@@ -203,6 +206,7 @@ class JobRecoveryWorkflow:
             task_queue=self.cfg.cluster_queue,
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=WATCH_RETRY,
+            summary=story.state_summary(self.inp.workload.job_id),
         )
         job = found.job
         if job is None:
@@ -513,7 +517,8 @@ class JobRecoveryWorkflow:
         if not workflow.patched("exclude-min-confidence"):
             # Histories recorded before low-confidence verdicts stopped excluding replay as they ran.
             policy = policy.model_copy(update={"exclude_min_confidence": 0.0})
-        advice, new_state = decide(self.carry.policy_state, verdict, ctx, policy)
+        before = self.carry.policy_state
+        advice, new_state = decide(before, verdict, ctx, policy)
         self._set_carry(policy_state=new_state)
         if job is not None:
             advice = advice.model_copy(
@@ -525,7 +530,73 @@ class JobRecoveryWorkflow:
                 }
             )
         advice = await self._with_fleet_context(verdict, advice, job, allocation)
+        advice = await self._within_limits(verdict, advice, before, allocation)
         return verdict, advice
+
+    async def _within_limits(
+        self, verdict: Verdict, advice: Advice, before: PolicyState, allocation: tuple[str, ...]
+    ) -> Advice:
+        """Ask the cluster's ClusterWatch before acting: the hour's budget of requeues, exclusions and
+        drains, the cap on nodes excluded at once, and storms across jobs are the cluster's, not one job's.
+        Every fatal failure is reported (observe mode too), so a storm is seen whoever acts."""
+        limits = self.cfg.limits
+        requeue = advice.execute and advice.action == ActionKind.REQUEUE
+        if not limits.enabled or not (verdict.fatal or requeue) or not workflow.patched(PATCH_LIMITS):
+            return advice
+        acting = self.mode == Mode.ACTION and self.cfg.acknowledged
+        own = set(allocation)
+        new = tuple(n for n in advice.exclude_nodes if n not in before.excluded_nodes)
+        request = lim.GrantRequest(
+            request_id=advice.advice_id,
+            workload_key=self.inp.workload.key,
+            failure=lim.FailureReport(
+                workload_key=self.inp.workload.key,
+                category=verdict.category,
+                attribution=verdict.attribution,
+                nodes=tuple(n for n in verdict.nodes if not own or n in own)[:32],
+            )
+            if verdict.fatal
+            else None,
+            requeue=requeue,
+            exclude=new if requeue else (),
+            drain=advice.drain_nodes if acting else (),
+        )
+        result = await workflow.execute_activity(
+            c.GRANT_ACTIONS,
+            c.GrantInput(cluster=self.inp.workload.cluster, request=request, settle_s=limits.storm_settle_s),
+            result_type=lim.GrantResult,
+            task_queue=self.cfg.control_queue,
+            start_to_close_timeout=timedelta(seconds=limits.storm_settle_s + 30),
+            retry_policy=AUDIT_RETRY,
+            summary=story.grant_summary(self.inp.workload.job_id, advice.attempt),
+        )
+        if result.unavailable and not (request.requeue or request.drain):
+            return advice  # nothing was to be done: advice without the limits is still the same advice
+        limited = lim.limit_advice(advice, result, before.excluded_nodes)
+        state = self.carry.policy_state
+        if requeue and not (limited.execute and limited.action == ActionKind.REQUEUE):
+            # Not restarted after all: the policy's counters stay as they were; advice ids move on.
+            state = before.model_copy(update={"sequence": state.sequence, "history": state.history})
+        elif set(limited.exclude_nodes) != set(advice.exclude_nodes):
+            state = state.model_copy(update={"excluded_nodes": before.excluded_nodes})
+        self._set_carry(policy_state=state)
+        return limited
+
+    async def _release_limits(self) -> None:
+        """A workload that ends stops counting against the cluster-wide cap on excluded nodes."""
+        if not (self.carry.policy_state.excluded_nodes and self.cfg.limits.enabled):
+            return
+        if not workflow.patched(PATCH_LIMITS):
+            return
+        with contextlib.suppress(ActivityError):  # the cap's entry then expires on its own
+            await workflow.execute_activity(
+                c.WORKLOAD_ENDED,
+                c.WorkloadEnded(cluster=self.inp.workload.cluster, workload_key=self.inp.workload.key),
+                task_queue=self.cfg.control_queue,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=5),
+                summary=story.ended_summary(self.inp.workload.job_id),
+            )
 
     def _allocation(self, job: JobSnapshot | None) -> tuple[str, ...]:
         """The failed attempt's nodes: Slurm's current list, else the newest one it reported."""

@@ -92,3 +92,15 @@ def advice_summary(action: str, job_id: str, attempt: int) -> str:
 
 def audit_summary(count: int, job_id: str) -> str:
     return f"audit {count} event(s) of job {plain(job_id)}"
+
+
+def state_summary(job_id: str) -> str:
+    return f"is job {plain(job_id)} still in Slurm (paused)"
+
+
+def grant_summary(job_id: str, attempt: int) -> str:
+    return f"ask ClusterWatch's limits for job {plain(job_id)}, attempt {attempt}"
+
+
+def ended_summary(job_id: str) -> str:
+    return f"give back job {plain(job_id)}'s excluded nodes to the cluster cap"

@@ -28,7 +28,7 @@ from temporalio.api.enums.v1 import EventType as HistoryEventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.e2e.stack import PORT_OFFSET, REPO, SBATCH, free_port
+from tests.e2e.stack import PORT_OFFSET, REPO, SBATCH, SUITE_LIMITS, free_port
 from trainguard import contracts as c
 from trainguard.audit.schemas import AuditEventOut
 from trainguard.audit.store import AuditStore
@@ -437,8 +437,11 @@ def write_config(
     cluster: LocalSlurmCluster,
     audit_url: str,
     watch: dict[str, object] | None = None,
+    limits: bool = True,
 ) -> Path:
-    doc = {
+    """`limits=False` leaves the `limits` section out: a release before it (the upgrade test's) refuses
+    settings keys it does not know, and one fault is neither a storm nor over a budget anyway."""
+    doc: dict[str, object] = {
         "state_dir": str(root),
         "temporal": {"address": temporal_address, "control_task_queue": "trainguard-control-crash"},
         "cluster": {
@@ -453,6 +456,8 @@ def write_config(
         "watch": {"poll_interval_s": 0.5, "slice_s": 120, "heartbeat_timeout_s": 5, **(watch or {})},
         "watchdog": {"decision_timeout_s": 60},
     }
+    if limits:
+        doc["limits"] = SUITE_LIMITS.model_dump(mode="json")
     path = root / "worker.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -516,7 +521,12 @@ async def crash_stack(
     await asyncio.to_thread(temporal.start)
     url = audit_url or f"sqlite:///{root / ('audit-' + uuid.uuid4().hex[:8] + '.db')}"
     config = write_config(
-        root, temporal_address=temporal.address, cluster=cluster, audit_url=url, watch=watch
+        root,
+        temporal_address=temporal.address,
+        cluster=cluster,
+        audit_url=url,
+        watch=watch,
+        limits=worker_code is None,
     )
     worker = WorkerProcess(root, config)
     worker.use_code(worker_code)

@@ -23,8 +23,10 @@ from trainguard.models import AuditEventIn, EventType, Mode
 from trainguard.settings import (
     AuditSettings,
     ClusterSettings,
+    LimitsSettings,
     LogSettings,
     MetricsSettings,
+    PolicySettings,
     Settings,
     TemporalSettings,
     WatchdogSettings,
@@ -48,6 +50,20 @@ NODE_LOGS = REPO / "var" / f"e2e-nodelogs-{PORT_OFFSET}"
 # The worker's Prometheus (DCGM metrics). Nothing listens there unless a test starts one (a down
 # Prometheus gives no findings at once); tests/e2e/test_pytorch_recovery.py starts the real binary.
 PROMETHEUS_PORT = 18790 + PORT_OFFSET
+# The shared workers watch every opt-in environment but "solo-...": a test that runs its own worker (own
+# settings, own ClusterWatch) on the same Slurm cluster submits its jobs under such an environment.
+SHARED_ENVIRONMENTS = r"(?!solo-).*"
+# The suite fails unrelated jobs on purpose, back to back: for its shared workers that is neither a storm
+# nor a reason to run out of the hour's budget. The limits have their own tests (test_cluster_limits.py).
+SUITE_LIMITS = LimitsSettings(
+    requeues_per_hour=100_000,
+    exclusions_per_hour=100_000,
+    drains_per_hour=100_000,
+    max_excluded_nodes=100_000,
+    storm_jobs=100_000,
+    storm_nodes=100_000,
+    storm_settle_s=0,
+)
 
 
 def free_port() -> int:
@@ -65,6 +81,9 @@ def make_settings(
     mode: Mode = Mode.ACTION,
     acknowledged: bool = True,
     decision_timeout_s: float = 60.0,
+    environment_pattern: str = SHARED_ENVIRONMENTS,
+    limits: LimitsSettings = SUITE_LIMITS,
+    policy: PolicySettings | None = None,
 ) -> Settings:
     return Settings(
         temporal=TemporalSettings(address=temporal_address, control_task_queue=f"trainguard-control-{name}"),
@@ -74,6 +93,7 @@ def make_settings(
             acknowledge_scheduler_actions=acknowledged,
             slurm_env=cluster.env,
             snapshot_interval_s=0.5,
+            environment_pattern=environment_pattern,
         ),
         audit=AuditSettings(url=audit_url),
         # per-node kernel logs, as files here (Loki {host=...} streams in production)
@@ -87,6 +107,8 @@ def make_settings(
             slurm_verdict_wait_s=30.0,
         ),
         watchdog=WatchdogSettings(decision_timeout_s=decision_timeout_s),
+        limits=limits,
+        policy=policy or PolicySettings(),
     )
 
 

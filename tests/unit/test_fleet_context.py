@@ -111,3 +111,28 @@ def test_evidence_about_a_node_outside_the_allocation_does_not_drain(tmp_path: P
     # a pending (requeued) job has no nodes: the workflow passes the failed attempt's allocation
     pending = inp.model_copy(update={"job": JobSnapshot(job_id="302", user="bob"), "allocation": ("node1",)})
     assert fleet._sync(pending).drain == ()
+
+
+def test_failures_judged_part_of_a_storm_never_count_toward_a_drain(tmp_path: Path) -> None:
+    store = AuditStore.from_url(f"sqlite:///{tmp_path / 's.db'}")
+    w = WorkloadId(cluster="lab", job_id="401", submit_time=1)
+    storm = Advice(
+        advice_id=f"{w.key}/a0/s1",
+        action=ActionKind.REQUEUE,
+        reason="Storm: 6 jobs failed within 10 minutes → shared infrastructure suspected: node3 not excluded",
+        verdict=HW,
+        job_nodes=("node3",),
+        job_user="alice",
+    )
+    store.record_advice(w, storm, ts=1000)
+    fleet = FleetActivities(store)
+    inp = c.FleetInput(
+        workload=WorkloadId(cluster="lab", job_id="402", submit_time=1),
+        verdict=HW,
+        job=JobSnapshot(job_id="402", nodes=("node3",), user="bob"),
+        now=1100,
+        policy=PolicyConfig(drain_enabled=True),
+    )
+    assert fleet._sync(inp).drain == ()
+    record(store, "403", HW, nodes=("node3",), ts=1050, user="carol")  # an ordinary failure does count
+    assert [n for n, _ in fleet._sync(inp).drain] == ["node3"]

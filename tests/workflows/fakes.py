@@ -25,6 +25,7 @@ from trainguard.models import (
     ProgressState,
     Verdict,
 )
+from trainguard.policy.limits import GrantResult
 
 
 def job(
@@ -89,6 +90,10 @@ class FakeActivities:
     watch_inputs: list[c.WatchInput] = field(default_factory=list)
     held_by_someone_else: bool = False  # requeue_hold finds the job already held (a user's hold)
     slurm_job: JobSnapshot | None = field(default_factory=job)  # what job_state reads (None: gone)
+    # ClusterWatch's answer to every grant request (the real one is tested in test_cluster_limits.py).
+    grant: GrantResult = field(default_factory=GrantResult)
+    grants: list[c.GrantInput] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -101,12 +106,24 @@ class FakeActivities:
             self.release_job,
             self.cancel_job,
             self.job_state,
+            self.grant_actions,
+            self.workload_ended,
         ]
 
     @activity.defn(name=c.JOB_STATE)
     async def job_state(self, inp: c.JobActionInput) -> c.JobStateResult:
         self.calls.append("job_state")
         return c.JobStateResult(job=self.slurm_job)
+
+    @activity.defn(name=c.GRANT_ACTIONS)
+    async def grant_actions(self, inp: c.GrantInput) -> GrantResult:
+        self.grants.append(inp)
+        return self.grant
+
+    @activity.defn(name=c.WORKLOAD_ENDED)
+    async def workload_ended(self, inp: c.WorkloadEnded) -> bool:
+        self.ended.append(inp.workload_key)
+        return True
 
     @activity.defn(name=c.WATCH_JOB)
     async def watch_job(self, inp: c.WatchInput) -> c.WatchResult:

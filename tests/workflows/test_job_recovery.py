@@ -27,6 +27,7 @@ from trainguard.models import (
     WorkloadState,
 )
 from trainguard.policy import PolicyConfig
+from trainguard.policy.limits import GrantResult
 from workflows.job_recovery import JobRecoveryWorkflow
 
 K = ObservationKind
@@ -402,3 +403,58 @@ async def test_a_requeue_by_slurm_after_an_advised_failure_is_followed(env: Work
     assert WorkloadState.FAILED in fakes.states and fakes.scheduler_calls == []
     assert status.state == WorkloadState.COMPLETED  # type: ignore[attr-defined]
     assert fakes.events.count(EventType.ALLOCATION_RESTARTED) == 1
+
+
+async def test_a_refused_grant_records_advice_only_and_touches_nothing(env: WorkflowEnvironment) -> None:
+    """Cluster-wide limits: ClusterWatch refuses (budget spent) -> the advice is recorded as advice only,
+    with the limit first in its reason, and no scheduler step runs."""
+    queue = f"q-{uuid.uuid4()}"
+    text = "Advice only: cluster limit exclusions_per_hour=1 reached (1 nodes excluded in the last hour)"
+    fakes = FakeActivities(
+        script=[obs(K.FAILURE, job("FAILED"), XID), obs(K.COMPLETED, job("COMPLETED"))],
+        grant=GrantResult(requeue=False, exclude=False, limit=text),
+    )
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    (asked,) = fakes.grants
+    assert asked.request.requeue and asked.request.exclude == ("node2",)
+    assert asked.request.failure is not None and asked.request.failure.nodes == ("node2",)
+    (advice,) = [a.advice for a in fakes.advice]
+    assert not advice.execute and advice.reason.startswith(text)
+    assert fakes.scheduler_calls == []
+    assert fakes.ended == []  # nothing excluded, nothing to give back
+
+
+async def test_a_storm_requeues_without_the_exclusion_and_a_finished_workload_frees_its_share(
+    env: WorkflowEnvironment,
+) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    storm = "Storm: 6 jobs failed within 10 minutes → shared infrastructure suspected (limits.storm_jobs=5)"
+    fakes = FakeActivities(
+        script=[
+            obs(K.FAILURE, job("FAILED"), XID),
+            obs(K.STATE_CHANGE, job("RUNNING", restarts=1, nodes=("node1", "node2"))),
+            obs(K.COMPLETED, job("COMPLETED", restarts=1)),
+        ],
+        grant=GrantResult(exclude=False, drain=False, storm=storm),
+    )
+    status, _ = await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert status.excluded_nodes == ()  # type: ignore[attr-defined]
+    (advice,) = [a.advice for a in fakes.advice]
+    assert advice.execute and advice.action == ActionKind.REQUEUE and advice.exclude_nodes == ()
+    assert "exclude" not in fakes.scheduler_calls and "requeue_hold" in fakes.scheduler_calls
+    assert fakes.ended == []
+
+
+async def test_a_workload_that_excluded_nodes_tells_cluster_watch_when_it_ends(
+    env: WorkflowEnvironment,
+) -> None:
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FakeActivities(
+        script=[
+            obs(K.FAILURE, job("FAILED"), XID),
+            obs(K.STATE_CHANGE, job("RUNNING", restarts=1, nodes=("node1", "node3"))),
+            obs(K.COMPLETED, job("COMPLETED", restarts=1)),
+        ]
+    )
+    await run(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert fakes.ended == ["lab/42/1000"]

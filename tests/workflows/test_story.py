@@ -82,10 +82,12 @@ async def test_history_summaries_and_details(env: WorkflowEnvironment) -> None:
     story_line = [s for s in summaries if not s.startswith(("audit ", "watch "))]
     assert story_line == [
         "attribute failure of job 42, attempt 0",
+        "ask ClusterWatch's limits for job 42, attempt 0",
         "record advice: requeue job 42, attempt 0",
         "requeue-hold job 42",
         "exclude job 42 (node2)",
         "release job 42",
+        "give back job 42's excluded nodes to the cluster cap",
     ]
     assert "watch attempt 1 of job 42" in summaries
     assert any(s.startswith("audit ") and s.endswith(" event(s) of job 42") for s in summaries)
