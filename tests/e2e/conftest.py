@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from temporalio.client import Client
+from temporalio.service import RPCError
 
 from tests.e2e.stack import PORT_OFFSET, REPO, Stack, free_port, make_settings
+from trainguard.api.temporal_control import cluster_workflow_id
 from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
 from trainguard.localstack.slurm_rootfs import SUPPORTED_VERSIONS
@@ -111,8 +114,21 @@ async def stack(
         for job in slurm_cluster.active_job_ids():
             with contextlib.suppress(Exception):
                 slurm_cluster._run(["scancel", job], check=False)
+        await end_workflows(client, settings.cluster.name)
         await runtime.shutdown()
         store.close()
+
+
+async def end_workflows(client: Client, cluster: str) -> None:
+    """The Temporal server outlives this stack, and a later stack of the same cluster name (pytest-xdist
+    runs a file's tests of both Slurm versions, then another file's) starts Slurm afresh, with job ids
+    from 1 again: a workflow left running here would watch the new job of its id and write to its audit."""
+    query = f'TrainGuardCluster = "{cluster}" AND ExecutionStatus = "Running"'
+    handles = [client.get_workflow_handle(w.id, run_id=w.run_id) async for w in client.list_workflows(query)]
+    handles.append(client.get_workflow_handle(cluster_workflow_id(cluster)))
+    for handle in handles:
+        with contextlib.suppress(RPCError):
+            await handle.terminate(reason="e2e stack torn down")
 
 
 # SSH mode: a login node (sshd on 127.0.0.1) in front of a Slurm of its own, shared by the SSH runner

@@ -29,8 +29,8 @@ import pytest
 import uvicorn
 from playwright.sync_api import Page, expect
 
+from tests.fakes.temporal_control import StoreTemporalControl
 from trainguard.api.app import create_app
-from trainguard.api.temporal_control import StoreTemporalControl
 from trainguard.audit import AuditStore
 from trainguard.audit.demo_fleet import seed_fleet
 from trainguard.models import WorkloadId

@@ -121,10 +121,12 @@ def test_slurmrestd_serves_its_versions_api(cluster: LocalSlurmCluster, tmp_path
     cluster.stop_rest()
 
 
-def test_both_versions_run_at_once(tmp_path: Path) -> None:
+def test_both_versions_run_at_once() -> None:
+    base = BASE / "both"  # short: pytest-xdist's tmp_path is too deep for slurmstepd's sockets
+    shutil.rmtree(base, ignore_errors=True)
     labs = [
         LocalSlurmCluster(
-            tmp_path / version,
+            base / version,
             cluster=f"both{version.replace('.', '')}",
             nodes=1,
             ctld_port=PORTS[version] + 10,
@@ -141,13 +143,13 @@ def test_both_versions_run_at_once(tmp_path: Path) -> None:
         for lab in labs:
             assert lab.is_running()
             assert f"slurm-wlm {lab.version}." in lab.run(["sinfo", "--version"])
-            out = f"{tmp_path}/{lab.version}-%j.out"
+            out = f"{base}/{lab.version}-%j.out"
             submitted[lab.version] = lab.sbatch(["-o", out, "--wrap", "echo $SLURM_CLUSTER_NAME"])
         for lab in labs:
             job_id = submitted[lab.version]
             done = functools.partial(lambda c, j: job_state(c, j) == "COMPLETED", lab, job_id)
             wait_until(done, 60, f"{lab.version} job did not finish")  # 2 cores, both clusters busy
-            assert (tmp_path / f"{lab.version}-{job_id}.out").read_text().strip() == lab.cluster
+            assert (base / f"{lab.version}-{job_id}.out").read_text().strip() == lab.cluster
     finally:
         for lab in labs:
             lab.stop()

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.fakes.temporal_control import StoreTemporalControl
 from trainguard.api import charts
 from trainguard.api.app import create_app
-from trainguard.api.temporal_control import StoreTemporalControl
 from trainguard.audit import AuditStore, iter_all_events
 from trainguard.audit.demo import seed_demo
 from trainguard.audit.demo_fleet import seed_fleet

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -121,10 +122,10 @@ async def test_scale_smoke_detects_every_fault_under_a_small_load(tmp_path: Path
 
 
 @pytest.mark.e2e
-async def test_latency_smoke_one_xid_on_the_real_cluster(tmp_path: Path) -> None:
-    args = latency.parse_args(
-        ["--faults", "xid", "--base-dir", str(tmp_path), "--port-offset", str(PORT_OFFSET)]
-    )
+async def test_latency_smoke_one_xid_on_the_real_cluster() -> None:
+    base = Path(f"/tmp/tg-h1/bench-latency-{PORT_OFFSET}")  # pytest-xdist's tmp_path is too deep for Slurm
+    shutil.rmtree(base, ignore_errors=True)
+    args = latency.parse_args(["--faults", "xid", "--base-dir", str(base), "--port-offset", str(PORT_OFFSET)])
     results = await latency.run(args)
     assert len(results) == 1
     r = results[0]

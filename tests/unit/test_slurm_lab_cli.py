@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from trainguard.cli import build_parser, main
-from trainguard.localstack.slurm import LocalSlurmCluster
+from trainguard.localstack.slurm import LabError, LocalSlurmCluster
 
 
 def test_every_lab_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,3 +44,13 @@ def test_rendered_config_uses_ports_and_paths(tmp_path: Path) -> None:
     assert "$" not in text  # every placeholder was filled
     with pytest.raises(ValueError):
         LocalSlurmCluster(tmp_path, nodes=0)
+
+
+def test_a_base_too_deep_for_slurms_sockets_is_refused_by_name(tmp_path: Path) -> None:
+    """slurmstepd's socket in a node's spool must fit a unix socket path (107 bytes): past it jobs never
+    finish and Slurm says nothing (seen under pytest-xdist's longer temporary directories)."""
+    deep = tmp_path / ("d" * (120 - len(str(tmp_path))))
+    with pytest.raises(LabError, match="too deep for Slurm's unix sockets"):
+        LocalSlurmCluster(deep, nodes=1).start()
+    assert not (deep / "spool").exists()  # refused before anything was made
+    LocalSlurmCluster(Path("/tmp/tg-x"), nodes=1)._check_socket_paths()  # a short base passes

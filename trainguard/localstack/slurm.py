@@ -43,6 +43,9 @@ VERSION_SETTINGS: dict[str, dict[str, str]] = {"24.11": {"SlurmdTimeout": "10"}}
 REST_USER = "nobody"
 
 
+SOCKET_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+
+
 class LabError(RuntimeError):
     """The local cluster could not be started or driven; the message says what to look at."""
 
@@ -334,7 +337,22 @@ class LocalSlurmCluster:
             text += f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={self.jwt_key}\n"
         return text
 
+    def _check_socket_paths(self) -> None:
+        """slurmd and slurmstepd listen on unix sockets in the node's spool (`<node>_<job>.<step>`), munged
+        in its socket directory. The kernel caps such a path at 107 bytes; past it jobs never finish and
+        Slurm says nothing useful, so a too-deep base directory is refused here, by name."""
+        longest = max(
+            [self.node_spool(n) / f"{n}_{'9' * 8}.4294967291" for n in self.node_names] + [self.munge_socket],
+            key=lambda path: len(os.fsencode(path)),
+        )
+        if len(os.fsencode(longest)) > SOCKET_PATH_MAX:
+            raise LabError(
+                f"{self.base_dir}: too deep for Slurm's unix sockets ({longest} is "
+                f"{len(os.fsencode(longest))} bytes, at most {SOCKET_PATH_MAX}); use a shorter base directory"
+            )
+
     def _prepare(self) -> None:
+        self._check_socket_paths()
         for directory in (self.conf.parent, self.run_dir, self.log_dir, self.state_dir, self.spool_dir):
             directory.mkdir(parents=True, exist_ok=True)
         for node in self.node_names:
