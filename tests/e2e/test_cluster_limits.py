@@ -161,7 +161,7 @@ async def test_a_storm_across_jobs_excludes_and_drains_no_node(
     slurm_cluster: LocalSlurmCluster, temporal_server: LocalTemporal
 ) -> None:
     # Drains would be allowed on one user's evidence here: only the storm rule can keep nodes in service.
-    limits = {"storm_jobs": 3, "storm_settle_s": 15}
+    limits = {"storm_jobs": 3, "storm_settle_s": 15, "storm_settle_alone": True}  # not even the first
     policy = {"drain_enabled": True, "drain_users_threshold": 1}
     started = time.monotonic()
     before = drained(slurm_cluster)

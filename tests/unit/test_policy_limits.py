@@ -381,11 +381,12 @@ def test_without_settling_alone_only_a_failure_after_another_jobs_waits() -> Non
     assert not needs_settle(req("w1", "n1", rid="w1/a1/s2"), limits, state, T0 + 5)  # its own failure
     assert needs_settle(req("w2", "n2"), limits, state, T0 + 5)
     assert not needs_settle(req("w2", "n2"), limits, state, T0 + 5 + limits.storm_window_s)
-    assert needs_settle(lone, ClusterLimits(), LimitsState(), T0)  # the default: every exclusion settles
+    assert not needs_settle(lone, ClusterLimits(), LimitsState(), T0)  # the default: a lone one acts at once
+    assert needs_settle(lone, ClusterLimits(storm_settle_alone=True), LimitsState(), T0)
 
 
 def test_a_settling_request_is_told_to_ask_again_and_decided_with_what_came_meanwhile() -> None:
-    limits = ClusterLimits(storm_jobs=3, storm_settle_s=5)
+    limits = ClusterLimits(storm_jobs=3, storm_settle_s=5, storm_settle_alone=True)
     state = LimitsState()
     first, state = ask(state, req("w1", "n1"), T0, limits)
     assert first.settle_s == 5 and state.failures  # counted at once, not decided

@@ -131,7 +131,7 @@ async def test_fifty_requests_at_once_get_exactly_the_budget(env: WorkflowEnviro
 async def test_the_first_jobs_of_a_storm_are_judged_with_the_rest(
     env: WorkflowEnvironment, worker: None
 ) -> None:
-    limits = ClusterLimits(storm_jobs=3, storm_settle_s=3)
+    limits = ClusterLimits(storm_jobs=3, storm_settle_s=3, storm_settle_alone=True)
     cluster = await start_watch(env, limits)
 
     async def staggered(i: int) -> GrantResult:

@@ -56,10 +56,11 @@ class ClusterLimits(Frozen):
     storm_settle_s: float = Field(default=5.0, ge=0)
     """An exclusion or drain waits this long before it is granted, so the first jobs of a storm are
     judged with the ones that fail seconds later. Keep it well under `watchdog.decision_timeout_s`."""
-    storm_settle_alone: bool = True
+    storm_settle_alone: bool = False
     """Let an exclusion or drain wait `storm_settle_s` even when no other job failed that way within
-    `storm_window_s`. Off: a lone bad node is excluded at once (its recovery ~`storm_settle_s` faster),
-    but the first job of a storm can exclude its healthy node before the others are seen."""
+    `storm_window_s`. Off (the default): a lone bad node is excluded at once, keeping a recovery within
+    seconds of Slurm's own floor, but the first job of a storm may exclude its (one) healthy node before
+    the others are seen; every later one settles and is judged with the rest. On: not even that one."""
     storm_action: Literal["requeue", "wait"] = "requeue"
     """During a storm: `requeue` without any exclusion (within the requeue budget), or `wait` for an
     operator. Never an exclusion or a drain."""
