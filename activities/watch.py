@@ -20,6 +20,7 @@ from activities.snapshot_cache import SnapshotCache
 from trainguard import contracts as c
 from trainguard.checkpoint_dir import allowed_dir, filesystem_space, newest_checkpoint
 from trainguard.detection.analyzer import LogAnalyzer
+from trainguard.detection.collectives import allocation_layout
 from trainguard.detection.progress import ProgressConfig
 from trainguard.detection.scheduler import scheduler_findings
 from trainguard.detection.severity import (
@@ -470,25 +471,7 @@ def _rank_to_node(job: JobSnapshot) -> Callable[[int], str | None]:
     one more when the count does not divide). With the task count unknown, one task per node.
     torchrun numbers its workers itself, so under torchrun this is a guess; lines that name their node
     (srun's errors, NCCL's host prefixes) come first in the analyzer."""
-    nodes = job.nodes
-    tasks = job.num_tasks if job.num_tasks >= len(nodes) else len(nodes)
-    bounds: list[int] = []
-    if nodes:
-        base, extra = divmod(tasks, len(nodes))
-        total = 0
-        for i in range(len(nodes)):
-            total += base + (1 if i < extra else 0)
-            bounds.append(total)
-
-    def lookup(rank: int) -> str | None:
-        if rank < 0:
-            return None
-        for node, end in zip(nodes, bounds, strict=True):
-            if rank < end:
-                return node
-        return None
-
-    return lookup
+    return allocation_layout(job.nodes, job.num_tasks)
 
 
 def _heartbeat_interval() -> float:
