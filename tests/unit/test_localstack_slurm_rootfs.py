@@ -4,7 +4,9 @@ tests/e2e/test_slurm_lab.py)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -56,7 +58,16 @@ def test_the_other_version_runs_through_wrappers_first_on_path(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr("trainguard.localstack.slurm.host_version", lambda: "22.05")
-    lab = LocalSlurmCluster(tmp_path / "c", version="24.11", rootfs=tmp_path / "rootfs")
+    # start() first refuses a base too deep for Slurm's sockets, as pytest-xdist's tmp_path can be
+    short = Path(tempfile.mkdtemp(prefix="tg-rootfs-"))
+    try:
+        lab = LocalSlurmCluster(short / "c", version="24.11", rootfs=tmp_path / "rootfs")
+        check_other_version(lab, tmp_path)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def check_other_version(lab: LocalSlurmCluster, tmp_path: Path) -> None:
     assert lab.rootfs == (tmp_path / "rootfs").resolve()
     assert lab.env["PATH"].split(":")[0] == str(lab.bin_dir)
     assert lab._exe("squeue") == str(lab.bin_dir / "squeue")

@@ -21,7 +21,10 @@ def test_server_path() -> str:
     return found
 
 
-@pytest_asyncio.fixture(scope="session")
+# One time-skipping server per test file: a file that leaves workflows running (skipped time is shared)
+# must not stall the next file's timers. Seen under pytest-xdist, where test_fail_open.py ran after
+# test_job_recovery.py on one worker and its paused workload's watch-slice timer never fired.
+@pytest_asyncio.fixture(scope="module")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     environment = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=test_server_path(), data_converter=pydantic_data_converter
