@@ -84,6 +84,7 @@ PATCH_FAILED_HOLD = "release-after-failed-requeue-hold"  # a requeue-hold report
 PATCH_HELD_ADVICE = "held-advice-write-bounded"  # an audit outage cannot keep a contained job held
 PATCH_PAUSED_GONE = "paused-workload-ends-when-gone"  # a paused workload still ends when its job is gone
 PATCH_LIMITS = "cluster-safety-limits"  # ClusterWatch grants requeues/exclusions/drains (cluster-wide limits)
+PATCH_FAILED_HOLD_OURS = "failed-hold-requeue-is-ours"  # that released requeue is ours, not a new failure
 
 
 @workflow.defn(name="JobRecovery")
@@ -708,9 +709,20 @@ class JobRecoveryWorkflow:
                     if workflow.patched(PATCH_FAILED_HOLD):
                         # Slurm may have applied it before the step failed: lift a requeue-hold if one is
                         # there (a user's or an admin's hold has another Reason and stays).
-                        await self._action(
+                        lifted = await self._action(
                             c.RELEASE_JOB, advice.advice_id, attempt, our_hold=REQUEUE_HELD_REASON
                         )
+                        if (
+                            lifted is not None
+                            and lifted.performed
+                            and workflow.patched(PATCH_FAILED_HOLD_OURS)
+                        ):
+                            # The requeue took effect and runs unchanged: its pending attempt is our
+                            # restart, not a failure Slurm requeued (which would be contained and
+                            # recovered a second time).
+                            self._set_carry(
+                                phase=handled.model_copy(update={"restart_requested_at": workflow.time()})
+                            )
                     return
                 self.our_hold = _own_hold(requeued)
             self._set_status(state=WorkloadState.RECOVERING, excluded_nodes=advice.exclude_nodes)

@@ -18,7 +18,15 @@ from temporalio.worker import Replayer, Worker
 from tests.workflows.fakes import XID, FakeActivities, job, obs
 from tests.workflows.test_job_recovery import make_input
 from trainguard import contracts as c
-from trainguard.models import ActionResult, EventType, Mode, ObservationKind, PauseRequest, WorkloadState
+from trainguard.models import (
+    ActionResult,
+    EventType,
+    FindingSource,
+    Mode,
+    ObservationKind,
+    PauseRequest,
+    WorkloadState,
+)
 from workflows.job_recovery import REQUEUE_HELD_REASON, JobRecoveryWorkflow
 
 K = ObservationKind
@@ -84,6 +92,37 @@ async def test_requeue_hold_that_failed_after_slurm_applied_it_is_released(env: 
     assert fakes.action_inputs["release"][0].our_hold == REQUEUE_HELD_REASON
     assert "exclude" not in fakes.calls
     assert EventType.ACTION_FAILED in fakes.events
+    await replays(env, history)
+
+
+async def test_the_requeue_that_failed_after_taking_effect_is_not_recovered_a_second_time(
+    env: WorkflowEnvironment,
+) -> None:
+    """Seen in CI under load: the released requeue's attempt was first seen PENDING (restarts=1) with
+    Slurm's exit of the old attempt, taken for a failure Slurm had requeued, contained (held again) and
+    recovered a second time, the second hold left in place. The requeue was ours: its attempt is watched."""
+    queue = f"q-{uuid.uuid4()}"
+    exited = XID.model_copy(
+        update={"source": FindingSource.SCHEDULER, "pattern_id": "slurm_job_failed", "nodes": ()}
+    )
+    fakes = Scripted(
+        script=[
+            obs(K.FAILURE, job("FAILED"), XID),
+            obs(K.FAILURE, job("PENDING", restarts=1), exited),
+            obs(K.STATE_CHANGE, job("RUNNING", restarts=1)),
+            obs(K.PROGRESS, job("RUNNING", restarts=1), iteration=15),
+            obs(K.COMPLETED, job("COMPLETED", restarts=1)),
+        ],
+        requeue_fails=True,
+    )
+    inp = make_input(queue, mode=Mode.ACTION)
+    async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
+        handle = await start(env, fakes, inp)
+        await handle.result()  # type: ignore[attr-defined]
+        history = await handle.fetch_history()  # type: ignore[attr-defined]
+    assert fakes.scheduler_calls == ["requeue_hold", "release"], fakes.scheduler_calls
+    assert [a.advice.action.value for a in fakes.advice] == ["requeue"], fakes.advice
+    assert EventType.ALLOCATION_RESTARTED in fakes.events and EventType.COMPLETED in fakes.events
     await replays(env, history)
 
 
