@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.worker import Worker
@@ -153,6 +154,21 @@ async def enforce_retention(store: AuditStore, settings: Settings) -> None:
         await asyncio.sleep(settings.audit.prune_interval_s)
 
 
+async def ensure_schema(store: AuditStore, retry_s: float = 5.0) -> None:
+    """Create or upgrade the audit schema once the store answers. Until then the audit activities fail and
+    Temporal retries them; everything else, releases of held jobs included, goes on without the store."""
+    while True:
+        try:
+            await asyncio.to_thread(store.create_tables)
+        except (SQLAlchemyError, OSError) as err:
+            cause = str(getattr(err, "orig", err)).splitlines()[0][:200] if str(err) else type(err).__name__
+            log.warning("audit store unreachable (%s); retrying in %.0f s", cause, retry_s)
+            await asyncio.sleep(retry_s)
+            continue
+        log.info("audit store reachable; schema up to date")
+        return
+
+
 async def ensure_cluster_watch(client: Client, settings: Settings, *, search_attributes: bool = True) -> None:
     """Start the cluster's ClusterWatch workflow unless it already runs (idempotent)."""
     await client.start_workflow(
@@ -183,6 +199,7 @@ class Runtime:
     runner: Runner | None = None
     slurm: SlurmAccess | None = None  # built from the settings here (closed at shutdown)
     store: AuditStore | None = None
+    schema_pending: bool = False  # the store did not answer at start: ensure_schema runs beside the workers
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     presence: Presence | None = None  # cluster workers: announce ourselves, take over vanished peers
 
@@ -192,6 +209,8 @@ class Runtime:
         running = list(self.tasks)
         if self.presence is not None:
             self.tasks.append(asyncio.create_task(self.presence.run()))
+        if self.schema_pending and self.store is not None:
+            self.tasks.append(asyncio.create_task(ensure_schema(self.store)))
         return running
 
     async def shutdown(self) -> None:
@@ -221,7 +240,13 @@ def build_workers(
     Otherwise cluster.access picks the client (commands or slurmrestd) and cluster.runner reads files."""
     rt = Runtime()
     if "control" in queues:
-        rt.store = AuditStore.from_url(settings.audit.url)
+        rt.store = AuditStore.connect(settings.audit.url)
+        try:
+            rt.store.create_tables()
+        except (SQLAlchemyError, OSError) as err:
+            # Not fatal: a worker that cannot start while the store is down cannot release the jobs it holds.
+            log.warning("audit store unreachable at start (%s); starting without it", type(err).__name__)
+            rt.schema_pending = True
         control = ControlActivities(rt.store, client, settings.attribution)
         fleet = FleetActivities(rt.store)
         limits = LimitsActivities(client)

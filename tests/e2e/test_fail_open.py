@@ -3,7 +3,9 @@
 
 - the requeue-hold step took effect in Slurm but reported a failure (failpoint `fail_after_requeue_hold`);
 - the worker died right after the hold (failpoint `after_requeue_hold`) and the operator paused the
-  workload meanwhile: the restarted worker stops the remaining steps (no exclusion) and releases the job.
+  workload meanwhile: the restarted worker stops the remaining steps (no exclusion) and releases the job;
+- the worker died right after the hold and the audit store (MariaDB) refuses every connection from then
+  on: the restarted worker still finishes the stored advice's steps and releases the job.
 
 Slurm's own record, sampled twice a second, shows how long the job stayed held.
 """
@@ -20,17 +22,29 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from tests.e2e.crash_stack import CrashJob, CrashStack, crash_stack, is_held
+from tests.e2e.crash_stack import CrashJob, CrashStack, MariaDBAudit, crash_stack, is_held
 from tests.e2e.stack import REPO
 from trainguard.audit.schemas import AuditEventOut
+from trainguard.audit.store import AuditStore
 from trainguard.models import EventType, PauseRequest
 
 BUDGET_S = 60.0 + 5.0  # decision_timeout_s of this stack, plus Slurm's latency
 
 
 @pytest_asyncio.fixture(scope="module")
-async def stack() -> AsyncIterator[CrashStack]:
-    async with crash_stack("fail-open") as s:
+async def mariadb() -> AsyncIterator[MariaDBAudit]:
+    db = MariaDBAudit()
+    db.create()
+    try:
+        yield db
+    finally:
+        db.drop()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def stack(mariadb: MariaDBAudit) -> AsyncIterator[CrashStack]:
+    # MariaDB, so that the audit store can be made to refuse the worker
+    async with crash_stack("fail-open", audit_url=mariadb.url) as s:
         yield s
 
 
@@ -164,3 +178,49 @@ async def test_a_hold_left_by_crashing_workflow_code_is_released_by_discovery(
     finally:
         stack.worker.use_code(None)
         await stack.worker.restart_with({"watchdog": {"decision_timeout_s": 60}})
+
+
+async def test_an_audit_outage_while_the_job_is_held_does_not_keep_it_held(
+    stack: CrashStack, mariadb: MariaDBAudit
+) -> None:
+    """The worker dies right after Slurm applied the requeue-hold (failpoint `after_requeue_hold`), and the
+    audit store refuses every connection from then on. The restarted worker must still finish the stored
+    advice's steps and release the job while the store is down (the steps' audit rows wait for the store,
+    the job does not), and the rows are stored once it is back."""
+    reader = AuditStore.from_url(mariadb.root_url)  # the test's own reads go on while the worker is refused
+    await stack.worker.restart_with({}, env={"TRAINGUARD_FAILPOINTS": "after_requeue_hold"})
+    deaths = len(stack.worker.deaths)
+    job = stack.submit("action", fault_at=12, iters=60)
+    try:
+        await stack.wait_for(lambda: len(stack.worker.deaths) > deaths, "the worker's death", 120, job.job_id)
+        await asyncio.to_thread(mariadb.lock)
+        locked_at = time.time()
+        try:
+            assert is_held(stack.show(job.job_id))
+            await stack.wait_for(
+                lambda: not is_held(stack.show(job.job_id)),
+                "the release while the store is down",
+                BUDGET_S + 60,
+            )
+            released_at = time.time()
+            record = stack.show(job.job_id)
+            stored = {
+                (e.action, e.data.get("performed")) for e in reader.list_events(job_id=job.job_id).items
+            }
+        finally:
+            await asyncio.to_thread(mariadb.unlock)
+        assert record["Restarts"] == "1", record
+        assert ("release", True) not in stored, (
+            stored
+        )  # the release happened while its row could not be stored
+        assert held_span(stack, job) <= BUDGET_S, held_span(stack, job)
+        print(f"held {held_span(stack, job):.1f} s; released {released_at - locked_at:.1f} s into the outage")
+        await stack.wait_event(job, EventType.COMPLETED, timeout=180)
+        events = stack.events(job.job_id)
+        steps = [(e.action, e.data.get("performed")) for e in events if e.event_type == EventType.ACTION]
+        # the killed worker's requeue-hold was applied but never reported: its retry finds it done
+        assert [a for a, _ in steps].count("requeue_hold") == 1 and steps.count(("release", True)) == 1, steps
+        assert stack.show(job.job_id)["Restarts"] == "1"
+    finally:
+        reader.close()
+        await stack.worker.restart_with({}, env={"TRAINGUARD_FAILPOINTS": ""})

@@ -117,6 +117,13 @@ class AuditStore:
         return store
 
     @classmethod
+    def connect(cls, url: str) -> AuditStore:
+        """The store a worker writes to, without reaching the server yet (a bad URL still fails here). A
+        worker must start while the audit database is down: the jobs it holds are released by its
+        cluster activities, which never wait for the store. Call create_tables() once it answers."""
+        return cls(_engine_for(url, create_dirs=True))
+
+    @classmethod
     def open_existing(cls, url: str) -> AuditStore:
         """Open a store that must already hold TrainGuard's audit (the CLI's reads and decisions): a
         missing SQLite file, an unreachable server or a database without our tables raise
