@@ -166,7 +166,8 @@ class JobWatcher:
             state.findings = list(details.findings)
             state.first_signal_at = details.first_signal_at
             state.settle_until = self.clock()
-        prev = inp.last_job
+        # A retried watch knows the allocation its predecessor saw, even when the workflow has none yet.
+        prev = details.job if details and details.job else inp.last_job
         deadline = self.clock() + inp.slice_s
         phase = inp.phase
         last_gpu_probe = 0.0
@@ -242,6 +243,10 @@ class JobWatcher:
                     self._collect(state, [hang], now, 0.0)
             if not phase.failure_handled:
                 sched = scheduler_findings(job, self.cache.nodes, prev)
+                if prev is not None and _requeued_by_slurm(job, prev, phase):
+                    # The attempt we watched ended and Slurm requeued it itself (NODE_FAIL), perhaps while
+                    # no worker watched: the pending job lists no nodes, so ask about the ones it ran on.
+                    sched += scheduler_findings(prev, self.cache.nodes, prev)
                 self._collect(state, [f for f in sched if f.fatal], now, 0.0)
             # Besides its rhythm, the GPU metrics are read once when a failure starts to settle: they
             # corroborate (or add) hardware evidence on the job's nodes before the decision.
@@ -295,6 +300,10 @@ class JobWatcher:
                     return result(ObservationKind.STATE_CHANGE, job)
                 if prev is None and (job.restart_count > phase.attempt_restarts or job.state in FINISHED):
                     return result(ObservationKind.STATE_CHANGE, job)
+                if prev is None and job.nodes:
+                    # The workflow knows no allocation of this job yet: tell it now, not at the slice's end.
+                    # If Slurm requeues the job (pending, no nodes) its exclusion can only name these.
+                    return result(ObservationKind.STATE_CHANGE, job)
                 if now >= deadline:
                     return result(ObservationKind.SLICE_END, job)
             prev = job
@@ -307,6 +316,7 @@ class JobWatcher:
                     c.WatchResult(
                         observation=Observation(
                             kind=ObservationKind.SLICE_END,
+                            job=job,
                             progress=analyzer.progress,
                             findings=tuple(state.findings),
                             first_signal_at=state.first_signal_at,
@@ -437,6 +447,16 @@ class JobWatcher:
             state.findings.extend(relevant[:room])
 
 
+def _requeued_by_slurm(job: JobSnapshot, prev: JobSnapshot, phase: c.Phase) -> bool:
+    return (
+        bool(prev.nodes)
+        and prev.restart_count == phase.attempt_restarts
+        and job.restart_count > phase.attempt_restarts
+        and not job.nodes
+        and phase.restart_requested_at is None
+    )
+
+
 def _superseded(findings: Sequence[Finding], last_progress_offset: int) -> list[Finding]:
     """Launcher verdicts followed by more training are marked so they do not show the job failing."""
     out: list[Finding] = []
@@ -496,6 +516,7 @@ class _Details:
     stdout_path: str
     findings: tuple[Finding, ...] = ()
     first_signal_at: float | None = None
+    job: JobSnapshot | None = None  # the last snapshot the crashed attempt saw (its allocation)
 
 
 def _resume_details() -> _Details | None:
@@ -517,4 +538,5 @@ def _resume_details() -> _Details | None:
         stdout_path=raw.stdout_path,
         findings=obs.findings,
         first_signal_at=obs.first_signal_at,
+        job=obs.job,
     )

@@ -90,7 +90,14 @@ def running(**kw: object) -> JobSnapshot:
 
 
 def inp(**kw: object) -> c.WatchInput:
-    fields: dict[str, object] = {"workload": W, "slice_s": 3.0, "poll_interval_s": 0.01, "settle_s": 0.05}
+    """A watch of a workload whose allocation the workflow already knows (its last snapshot: running)."""
+    fields: dict[str, object] = {
+        "workload": W,
+        "slice_s": 3.0,
+        "poll_interval_s": 0.01,
+        "settle_s": 0.05,
+        "last_job": running(),
+    }
     return c.WatchInput.model_validate({**fields, **kw})
 
 
@@ -687,3 +694,35 @@ async def test_a_failure_is_reported_with_slurms_state_now_not_a_stale_snapshot(
     obs = result.observation
     assert obs.kind == ObservationKind.FAILURE
     assert obs.job is not None and obs.job.state == "FAILED" and obs.job.nodes == ("node2",)
+
+
+async def test_a_first_watch_reports_the_allocation_at_once() -> None:
+    """Until the workflow knows the job's nodes, a job Slurm requeues (pending, no nodes) could not have
+    the node it failed on excluded: the first watch reports the allocation now, not at the slice's end."""
+    world = World(job=running())
+    result = await watcher(world).watch(inp(last_job=None, slice_s=10.0), lambda *a: None)
+    assert result.observation.kind == ObservationKind.STATE_CHANGE
+    assert result.observation.job is not None and result.observation.job.nodes == ("node1", "node2")
+
+
+async def test_an_attempt_slurm_requeued_after_its_node_died_names_that_node() -> None:
+    """The attempt we watched ran on node1,node2; Slurm requeued the job itself (NODE_FAIL, perhaps while
+    no worker watched): the pending job lists no nodes, and Slurm reports node2 down."""
+    world = World(job=running(state="PENDING", restart_count=1, nodes=()))
+    world.nodes = (
+        NodeSnapshot(name="node1", state="idle"),
+        NodeSnapshot(name="node2", state="down", flags=("NOT_RESPONDING",), reason="Not responding"),
+    )
+    result = await watcher(world).watch(inp(), lambda *a: None)
+    obs = result.observation
+    assert obs.kind == ObservationKind.FAILURE, obs
+    assert {n for f in obs.findings for n in f.nodes} == {"node2"}, obs.findings
+    assert all(f.category == Category.SLURM_NODE_FAILURE for f in obs.findings)
+
+
+async def test_our_own_requeue_is_not_taken_for_slurms() -> None:
+    world = World(job=running(state="PENDING", restart_count=1, nodes=()))
+    world.nodes = (NodeSnapshot(name="node2", state="down", flags=("NOT_RESPONDING",)),)
+    phase = c.Phase(failure_handled=True, restart_requested_at=50.0)
+    result = await watcher(world).watch(inp(phase=phase, slice_s=0.3), lambda *a: None)
+    assert result.observation.kind != ObservationKind.FAILURE and not result.observation.findings
