@@ -125,3 +125,56 @@ def test_verdicts_alone_are_cascades_at_low_confidence() -> None:
 )
 def test_look_alikes_stay_healthy(text: str) -> None:
     assert not classify_text(text).fatal, text
+
+
+# -- nodes the scheduler names (generalised from tuning misses on the implicated node) ---------------------
+
+PBS_MAIL = (
+    "PBS Job Id: 77.head.local\nJob Name:   train\nExec host:  gpu-4-02/3\njob preempted (node failure)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "nodes"),
+    [
+        (PBS_MAIL, ["gpu-4-02"]),
+        (
+            "[2024-01-01T10:00:00.001] sched: Allocate JobId=42 NodeList=c014 #CPUs=8 Partition=gpu\n"
+            "slurmstepd: error: *** JOB 42 CANCELLED AT 2024-01-01T11:00:00 DUE TO NODE FAILURE ***\n",
+            ["c014"],
+        ),
+        # The record names several hosts (or a range): it does not say which one failed.
+        (
+            PBS_MAIL.replace("Exec host:  gpu-4-02/3\n", "Exec host:  gpu-4-02/3\nExec host:  gpu-4-03/3\n"),
+            [],
+        ),
+        (
+            "sched: Allocate JobId=42 NodeList=gpu-[01-02] #CPUs=8\n"
+            "slurmstepd: error: *** JOB 42 CANCELLED AT 2024-01-01T11:00:00 DUE TO NODE FAILURE ***\n",
+            [],
+        ),
+    ],
+)
+def test_a_node_failure_without_a_host_is_the_jobs_own_host(text: str, nodes: list[str]) -> None:
+    result = classify_text(text)
+    assert result.category == "slurm_node_failure"
+    assert result.nodes == nodes
+
+
+def test_the_jobs_host_is_not_blamed_for_an_application_error() -> None:
+    result = classify_text(
+        "Exec host:  gpu-4-02/3\nTraceback (most recent call last):\n  File \"t.py\", line 1\nKeyError: 'x'\n"
+    )
+    assert result.category == "python_exception" and result.nodes == []
+
+
+def test_slurmctld_names_the_node_it_takes_out_of_service() -> None:
+    result = classify_text(
+        "[2025-07-04T00:54:23.932] update_node: node gpu-12 reason set to: Kill task failed\n"
+    )
+    assert (result.category, result.attribution, result.nodes) == (
+        "slurm_node_failure",
+        "hardware",
+        ["gpu-12"],
+    )
+    assert not classify_text("update_node: node gpu-12 reason set to: planned maintenance\n").fatal
