@@ -178,3 +178,28 @@ def test_slurmctld_names_the_node_it_takes_out_of_service() -> None:
         ["gpu-12"],
     )
     assert not classify_text("update_node: node gpu-12 reason set to: planned maintenance\n").fatal
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank7]:[E1006 15:30:20.630185464 ProcessGroupNCCL.cpp:1772] [PG ID 0 PG GUID 0(default_pg) Rank 7] "
+        "Received a dump signal due to a collective timeout from  rank 3 and we will try our best to "
+        "dump the debug info. Last enqueued NCCL work: 41, last completed NCCL work: 41.",
+        "[rank1]:[E ProcessGroupNCCL.cpp:1294] [PG 0 Rank 1] Received a global timeout from another rank and "
+        "will start to dump the debug info.",
+    ],
+)
+def test_a_timeout_signalled_by_another_rank_is_a_collective_timeout(line: str) -> None:
+    result = classify_text(line + "\n")
+    assert (result.fatal, result.category, result.attribution) == (True, "nccl_timeout", "system_software")
+    assert result.confidence < 0.5  # a cascade alone: nothing says which rank never arrived
+
+
+def test_the_signalled_timeout_gives_way_to_a_cause() -> None:
+    text = (
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB\n"
+        "[rank7]:[E1006 ProcessGroupNCCL.cpp:1772] [PG ID 0 PG GUID 0(default_pg) Rank 7] Received a dump "
+        "signal due to a collective timeout from  rank 3 and we will try our best to dump the debug info.\n"
+    )
+    assert classify_text(text).category == "cuda_oom"
