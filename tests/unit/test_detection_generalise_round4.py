@@ -203,3 +203,15 @@ def test_the_signalled_timeout_gives_way_to_a_cause() -> None:
         "signal due to a collective timeout from  rank 3 and we will try our best to dump the debug info.\n"
     )
     assert classify_text(text).category == "cuda_oom"
+
+
+def test_sagemakers_user_script_verdict_is_a_failure_and_a_cascade() -> None:
+    verdict = (
+        "2024-01-01 10:00:00,000 sagemaker-training-toolkit ERROR    ExecuteUserScriptError:\n"
+        'Command "/opt/conda/bin/python3.10 train.py --epochs 3"\n'
+        "2024-01-01 10:00:09 Failed - Training job failed\n"
+    )
+    alone = classify_text(verdict)
+    assert (alone.fatal, alone.category) == (True, "python_exception") and alone.confidence < 0.5
+    cause = "RuntimeError: CUDA error: out of memory\n"
+    assert classify_text(cause + verdict).category == "cuda_oom"
