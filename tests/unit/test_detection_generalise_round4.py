@@ -11,6 +11,7 @@ import pytest
 
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
+from trainguard.detection.normalize import normalize
 
 NO_ERROR_FILE = (
     "**********************************************************************\n"
@@ -215,3 +216,33 @@ def test_sagemakers_user_script_verdict_is_a_failure_and_a_cascade() -> None:
     assert (alone.fatal, alone.category) == (True, "python_exception") and alone.confidence < 0.5
     cause = "RuntimeError: CUDA error: out of memory\n"
     assert classify_text(cause + verdict).category == "cuda_oom"
+
+
+# -- a multi-node launcher's `[host:local_rank]:` prefix (tuning excerpts carry it) -------------------------
+
+
+def test_host_and_local_rank_prefix_is_stripped_and_kept() -> None:
+    norm = normalize("[gpu187:1]:torch.cuda.OutOfMemoryError: CUDA out of memory.")
+    assert (norm.text, norm.host, norm.local_rank) == (
+        "torch.cuda.OutOfMemoryError: CUDA out of memory.",
+        "gpu187",
+        1,
+    )
+    assert normalize("[localhost:0]: x").host is None
+    assert normalize("[Errno 2]: No such file").prefix == ""
+
+
+def test_a_traceback_behind_host_prefixes_ends_in_its_exception() -> None:
+    text = (
+        "[gpu187:0]:Traceback (most recent call last):\n"
+        '[gpu187:0]:  File "/train.py", line 263, in main\n'
+        "[gpu187:0]:    accelerator.backward(loss)\n"
+        "[gpu187:0]:ValueError: Expected input batch_size (4) to match target batch_size (8).\n"
+    )
+    result = classify_text(text)
+    assert (result.fatal, result.category, result.nodes) == (True, "python_exception", [])
+
+
+def test_a_hardware_error_behind_a_host_prefix_names_that_host() -> None:
+    result = classify_text("[gpu-07:3]:NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")
+    assert (result.category, result.nodes) == ("gpu_hardware", ["gpu-07"])
