@@ -246,3 +246,13 @@ def test_a_traceback_behind_host_prefixes_ends_in_its_exception() -> None:
 def test_a_hardware_error_behind_a_host_prefix_names_that_host() -> None:
     result = classify_text("[gpu-07:3]:NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n")
     assert (result.category, result.nodes) == ("gpu_hardware", ["gpu-07"])
+
+
+def test_only_the_jobs_own_node_list_names_its_host() -> None:
+    failure = "slurmstepd: error: *** JOB 42 CANCELLED AT 2024-01-01T11:00:00 DUE TO NODE FAILURE ***\n"
+    for record in (
+        "ExcNodeList=gpu-09 ReqNodeList=(null)\n",
+        "NodeList=gpu-01,gpu-02\n",
+        "NodeList=(null)\n",
+    ):
+        assert classify_text(record + failure).nodes == [], record
