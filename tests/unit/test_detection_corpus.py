@@ -35,12 +35,12 @@ SPLIT_FILE = DEFAULT_CORPUS_DIR / "public.jsonl"
 TARGET_FATAL, TARGET_CATEGORY, TARGET_ATTRIBUTION = 0.97, 0.90, 0.80
 # Measured on the held-out part after tuning (see docs/detection.md, "Measuring"). Below the target
 # where the measurement is: the suite asserts what was measured so a regression fails, not the wish.
-HELDOUT_FLOOR_FATAL, HELDOUT_FLOOR_CATEGORY, HELDOUT_FLOOR_ATTRIBUTION = 0.90, 0.89, 0.88
+HELDOUT_FLOOR_FATAL, HELDOUT_FLOOR_CATEGORY, HELDOUT_FLOOR_ATTRIBUTION = 0.93, 0.92, 0.90
 
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 410
+    assert len(own) >= 455
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -48,9 +48,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 95
+    assert sum(1 for s in own if not s.fatal) >= 100
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 230
+    assert len({s.repo for s in own}) >= 250
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -73,7 +73,7 @@ def test_split_is_by_source_and_follows_the_stored_rule() -> None:
             assert s.split == TUNING, s.id  # predates the split: the signatures were fitted to it
     assert all(len(v) == 1 for v in sides.values()), [r for r, v in sides.items() if len(v) > 1]
     heldout = sum(1 for s in corpus if s.split == HELDOUT)
-    assert heldout >= 130 and heldout / len(corpus) >= 0.3
+    assert heldout >= 150 and heldout / len(corpus) >= 0.3
 
 
 def test_split_rule_is_deterministic_and_case_insensitive() -> None:
@@ -110,7 +110,7 @@ def test_tuning_part_meets_the_targets() -> None:
 
 def test_heldout_part_holds_its_floor() -> None:
     report = _parts()[HELDOUT]
-    assert report.total >= 130
+    assert report.total >= 150
     assert report.healthy_classified_fatal == []
     assert report.fatal_accuracy >= HELDOUT_FLOOR_FATAL
     assert report.category_accuracy >= HELDOUT_FLOOR_CATEGORY

@@ -37,7 +37,15 @@ MAX_FINDINGS_PER_FEED = 500
 _TRACEBACK = "Traceback (most recent call last)"
 _ROOT_CAUSE = "Root Cause (first observed failure)"
 _ANSI = "\x1b["  # a coloured line may split a keyword: such lines are matched after normalising
-_EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE, _ANSI, *collectives.KEYWORDS)
+# The batch system's own record of the host a job runs on: a PBS/Torque mail's `Exec host:  gpu-2-17/5`,
+# Slurm's `NodeList=c014` (slurmctld's `sched: Allocate`, `scontrol show job`). Only a single host counts.
+_EXEC_HOST_KEYWORDS = ("Exec host:", "NodeList=")
+_EXEC_HOST = re.compile(
+    r"^\s*Exec host:\s+(?P<host>[A-Za-z0-9_.-]+)(?:/[0-9]+)?\s*$"
+    r"|\bNodeList=(?P<host2>[A-Za-z0-9_.-]+)(?:\s|$)"
+)
+MAX_EXEC_HOSTS = 2  # two different hosts: the record no longer names the job's one host
+_EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE, _ANSI, *_EXEC_HOST_KEYWORDS, *collectives.KEYWORDS)
 MISSING_RANK_PATTERN = "collective_missing_rank"
 MAX_TRACEBACK_STREAMS = 1024
 # Python's traceback grammar: a header, frames (indented, or `File "..."`; rich's boxed frames), then the
@@ -108,6 +116,8 @@ class LogAnalyzer:
         # Findings waiting for the main process's traceback (signatures with confirmed_by_traceback).
         self._unconfirmed: list[tuple[int, Finding]] = []
         self._traceback_until = -1
+        # Hosts the batch system's job record names (see _EXEC_HOST).
+        self._exec_hosts: list[str] = []
 
     @property
     def progress(self) -> ProgressState:
@@ -262,6 +272,7 @@ class LogAnalyzer:
             r = _ROOT_RANK.match(line)
             if r:
                 self._root_cause_rank = int(r.group("rank"))
+        self._exec_host_line(norm.text)
         if self._collective_line(line, norm, line_no, offset, now, out):
             return
         candidates = sorted({i for k in present for i in self._kw_sigs[k]})
@@ -289,6 +300,19 @@ class LogAnalyzer:
             self._progress(line, now, out)
             if self._progress_lines > before:
                 self._last_progress_offset = offset
+
+    def _exec_host_line(self, text: str) -> None:
+        if len(self._exec_hosts) >= MAX_EXEC_HOSTS or not any(k in text for k in _EXEC_HOST_KEYWORDS):
+            return
+        m = _EXEC_HOST.search(text)
+        host = (m.group("host") or m.group("host2")) if m else None
+        if host and valid_node_name(host) and host not in self._exec_hosts:
+            self._exec_hosts.append(host)
+
+    @property
+    def job_host(self) -> str | None:
+        """The one host the batch system's record says the job ran on, None when it names none or several."""
+        return self._exec_hosts[0] if len(self._exec_hosts) == 1 else None
 
     def _confirm(self, line_no: int, out: list[Finding]) -> None:
         """A traceback arrived: the waiting worker reports just before it were the job's failure."""
@@ -422,6 +446,10 @@ class LogAnalyzer:
             mapped = self._node_of_rank(rank)
             if mapped:
                 nodes.append(mapped)
+        # A node failure the scheduler reports without a host (`job preempted (node failure)`) is the
+        # failure of the host its own record says the job ran on.
+        if not nodes and sig.category == Category.SLURM_NODE_FAILURE and self.job_host is not None:
+            nodes.append(self.job_host)
         key = (sig.id, ",".join(nodes) or (str(rank) if rank is not None else ""))
         seen = self._counts.get(key, 0)
         if seen >= MAX_FINDINGS_PER_KEY or self._emitted >= MAX_FINDINGS_PER_FEED:

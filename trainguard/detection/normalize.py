@@ -2,7 +2,8 @@
 
 A line from a real cluster can carry several layers: a collector (pdsh/clush `host: `, syslog or
 journald `Nov 30 12:00:00 host kernel: `, `dmesg -T` `[Mon Nov 30 12:00:00 2026] `), a launcher
-(`srun -l` `15: `, torchrun `[default0]:` / `[rank3]:`, mpirun `[1,26]<stdout>:`) and ANSI colours.
+(`srun -l` `15: `, torchrun `[default0]:` / `[rank3]:`, mpirun `[1,26]<stdout>:`, a multi-node launcher's
+`[host:local_rank]:`) and ANSI colours.
 Signatures match the text behind them; the host and rank the prefixes name are kept for attribution.
 """
 
@@ -34,6 +35,8 @@ _SRUN_LABEL = re.compile(r"^\s{0,6}(?P<rank>\d{1,6}): ")
 _TORCHRUN_RANK = re.compile(r"^\[(?:[Rr]ank ?)(?P<rank>\d{1,6})\]: ?")
 _TORCHRUN_LOCAL = re.compile(r"^\[(?P<role>[A-Za-z_]{1,32})(?P<local>\d{1,4})\]: ?")
 _MPIRUN = re.compile(r"^\[(?P<job>\d{1,6}),(?P<rank>\d{1,6})\]<(?:stdout|stderr|stddiag)>: ?")
+# Multi-node launchers that tag a worker's line with its host and local rank: `[gpu187:1]:`.
+_HOST_LOCAL = re.compile(rf"^\[(?P<host>{_HOST}):(?P<local>\d{{1,4}})\]: ?")
 
 # Words that end in `: ` at the start of a line but are programs, levels or exceptions, not hosts.
 _NOT_HOSTS = frozenset(
@@ -116,6 +119,13 @@ def normalize(line: str) -> Normalized:
         m = _TORCHRUN_RANK.match(text)
         if m:
             rank = rank if rank is not None else int(m.group("rank"))
+            text = text[m.end() :]
+            continue
+        m = _HOST_LOCAL.match(text)
+        if m:
+            if plausible_host(m.group("host")):
+                host = host or m.group("host")
+            local_rank = local_rank if local_rank is not None else int(m.group("local"))
             text = text[m.end() :]
             continue
         m = _TORCHRUN_LOCAL.match(text)
