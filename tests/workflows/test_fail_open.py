@@ -104,7 +104,11 @@ async def test_audit_store_down_while_held_releases_within_the_decision_budget(
     async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
         handle = await start(env, fakes, inp)
         # the advice write is retried for ever (the store comes back some day): the release must not wait
-        await _wait_for(lambda: "release" in fakes.calls, "the watchdog release")
+        # the watchdog's audit row is flushed right after its release step: wait for both
+        await _wait_for(
+            lambda: "release" in fakes.calls and any("did not take the advice" in m for m in fakes.messages),
+            "the watchdog release and its audit row",
+        )
         history = await handle.fetch_history()  # type: ignore[attr-defined]
         await handle.terminate()  # type: ignore[attr-defined]
     assert fakes.scheduler_calls == ["requeue_hold", "release"], fakes.scheduler_calls
