@@ -16,9 +16,12 @@ This module: the handlers and the run loop.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from temporalio import workflow
 
 from workflows.recovery_lifecycle import Lifecycle
+from workflows.recovery_patches import PATCH_PAUSED_CAN
 
 with workflow.unsafe.imports_passed_through():
     from trainguard import contracts as c
@@ -113,6 +116,8 @@ class JobRecoveryWorkflow(Lifecycle):
                     await self._flush()
                     await self._drain()
                     return self.carry.status
+                if self._should_continue_as_new() and workflow.patched(PATCH_PAUSED_CAN):
+                    await self._continue_as_new(inp)
                 continue
             obs = await self._watch()
             if obs is not None:
@@ -123,6 +128,9 @@ class JobRecoveryWorkflow(Lifecycle):
                 await self._drain()
                 return self.carry.status
             if self._should_continue_as_new():
-                await self._drain()
-                # The config travels too: settings applied at run time must survive continue-as-new.
-                workflow.continue_as_new(inp.model_copy(update={"carry": self.carry, "config": self.cfg}))
+                await self._continue_as_new(inp)
+
+    async def _continue_as_new(self, inp: c.JobRecoveryInput) -> NoReturn:
+        await self._drain_before_continue_as_new()
+        # The config travels too: settings applied at run time must survive continue-as-new.
+        workflow.continue_as_new(inp.model_copy(update={"carry": self.carry, "config": self.cfg}))

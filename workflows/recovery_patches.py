@@ -20,9 +20,12 @@ PATCH_SETTINGS = "workload-settings-reload"  # settings changes applied to a run
 PATCH_WATCHDOG_SCOPE = "watchdog-settings"  # watchdog.mode / acknowledge / environment_pattern read
 PATCH_STOP_ON_OBSERVE = "observe-mid-recovery-stops"  # a switch to observe mid-sequence skips the rest
 PATCH_PAUSE_STOPS = "paused-mid-recovery-stops"  # a pause between hold and exclusion skips the rest
+PATCH_SETTINGS_AT_CAN = "settings-applied-before-continue-as-new"  # a reload signalled while draining
 # Fail-open on every path (recovery_actions, recovery_failure, recovery_lifecycle).
 PATCH_FAILED_HOLD = "release-after-failed-requeue-hold"  # a requeue-hold reported failed may have held
 PATCH_HELD_ADVICE = "held-advice-write-bounded"  # an audit outage cannot keep a contained job held
 PATCH_PAUSED_GONE = "paused-workload-ends-when-gone"  # a paused workload still ends when its job is gone
+# Continue-as-new (job_recovery).
+PATCH_PAUSED_CAN = "paused-workload-continues-as-new"  # a paused run's history is bounded too
 # Cluster-wide limits (recovery_failure, recovery_lifecycle).
 PATCH_LIMITS = "cluster-safety-limits"  # ClusterWatch grants requeues/exclusions/drains (cluster-wide limits)

@@ -11,6 +11,7 @@ from workflows.recovery_audit import AuditQueue
 from workflows.recovery_patches import (
     PATCH_PAUSE_STOPS,
     PATCH_SETTINGS,
+    PATCH_SETTINGS_AT_CAN,
     PATCH_STOP_ON_OBSERVE,
     PATCH_WATCHDOG_SCOPE,
 )
@@ -45,6 +46,18 @@ class SettingsGate(AuditQueue):
                 ),
                 data={"source": clip(update.source, 100), "who": clip(update.who, 200), **diff_data(diff)},
             )
+
+    async def _drain_before_continue_as_new(self) -> None:
+        """Settings live in this run's config, which the next run receives, but a reload signalled while
+        the run drains is only queued: apply it here (a safe point: nothing acts on Slurm), else the next
+        run never sees it. Its audit row is drained like any other."""
+        while True:
+            await self._drain()
+            if not self.pending_settings or not workflow.patched(PATCH_SETTINGS_AT_CAN):
+                return
+            self._apply_settings()
+            if self.pending_settings:
+                return  # a run from before settings reloads never applies them (they stay queued)
 
     def _switched_to_observe(self, advice: Advice) -> bool:
         """Between requeue-hold and the exclusion: if the workload left action mode meanwhile (operator,
