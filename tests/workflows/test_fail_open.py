@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from temporalio import activity
@@ -18,7 +19,15 @@ from temporalio.worker import Replayer, Worker
 from tests.workflows.fakes import XID, FakeActivities, job, obs
 from tests.workflows.test_job_recovery import make_input
 from trainguard import contracts as c
-from trainguard.models import ActionResult, EventType, Mode, ObservationKind, PauseRequest, WorkloadState
+from trainguard.models import (
+    ActionResult,
+    EventType,
+    Mode,
+    ObservationKind,
+    PauseRequest,
+    WorkloadState,
+    WorkloadStatus,
+)
 from workflows.job_recovery import REQUEUE_HELD_REASON, JobRecoveryWorkflow
 
 K = ObservationKind
@@ -133,7 +142,8 @@ async def test_pause_mid_recovery_stops_the_steps_and_releases_our_hold(env: Wor
         handle = await start(env, fakes, inp)
         await asyncio.wait_for(fakes.in_requeue.wait(), 30)
         await handle.signal(JobRecoveryWorkflow.set_paused, PauseRequest(paused=True, who="op"))  # type: ignore[attr-defined]
-        await asyncio.sleep(0.5)  # the pause lands while requeue_hold is in flight
+        # the pause lands while requeue_hold is in flight (a fixed sleep lost that race under load)
+        await _wait_for_status(handle, lambda s: s.paused, "the pause handled")
         assert fakes.requeue_gate is not None
         fakes.requeue_gate.set()
         status = await handle.result()  # type: ignore[attr-defined]
@@ -171,6 +181,14 @@ async def test_a_paused_workload_ends_when_its_job_is_gone(env: WorkflowEnvironm
 async def _wait_for(predicate: object, what: str) -> None:
     for _ in range(300):
         if predicate():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def _wait_for_status(handle: object, predicate: Callable[[WorkloadStatus], bool], what: str) -> None:
+    for _ in range(300):
+        if predicate(await handle.query(JobRecoveryWorkflow.status)):  # type: ignore[attr-defined]
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
