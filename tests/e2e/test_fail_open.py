@@ -149,7 +149,7 @@ async def test_a_hold_left_by_crashing_workflow_code_is_released_by_discovery(
     buggy = tmp_path / "buggy"
     for package in ("trainguard", "workflows", "activities", "workers"):
         shutil.copytree(REPO / package, buggy / package, ignore=shutil.ignore_patterns("__pycache__"))
-    source = buggy / "workflows" / "job_recovery.py"
+    source = buggy / "workflows" / "recovery_actions.py"
     anchor = "                self.our_hold = _own_hold(requeued)\n"
     text = source.read_text()
     assert text.count(anchor) == 1

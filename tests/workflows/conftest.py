@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+
+from tests.e2e.stack import free_port
+from trainguard.localstack.temporal import LocalTemporal
 
 
 def test_server_path() -> str:
@@ -33,3 +36,19 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
         yield environment
     finally:
         await environment.shutdown()
+
+
+@pytest.fixture(scope="module")
+def small_history_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTemporal]:
+    """A real dev server that suggests continue-as-new after 60 history events (instead of thousands)."""
+    server = LocalTemporal(
+        tmp_path_factory.mktemp("temporal"),
+        port=free_port(),
+        ui_port=None,
+        dynamic_config={"limit.historyCount.suggestContinueAsNew": "60"},
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import pytest
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
-from tests.e2e.stack import free_port
 from trainguard import contracts as c
 from trainguard.localstack.temporal import LocalTemporal
 from trainguard.models import Actor, AuditEventIn, EventType, Mode
@@ -54,22 +51,6 @@ class Chain:
             await self.send()  # the next event lands while this flush runs
         self.recorded += [e.event_id for e in inp.events]
         return len(inp.events)
-
-
-@pytest.fixture(scope="module")
-def small_history_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTemporal]:
-    """A real dev server that suggests continue-as-new after 60 history events (instead of thousands)."""
-    server = LocalTemporal(
-        tmp_path_factory.mktemp("temporal"),
-        port=free_port(),
-        ui_port=None,
-        dynamic_config={"limit.historyCount.suggestContinueAsNew": "60"},
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_events_signalled_during_the_last_flush_survive_continue_as_new(

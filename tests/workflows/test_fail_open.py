@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from temporalio import activity
@@ -26,6 +27,7 @@ from trainguard.models import (
     ObservationKind,
     PauseRequest,
     WorkloadState,
+    WorkloadStatus,
 )
 from workflows.job_recovery import REQUEUE_HELD_REASON, JobRecoveryWorkflow
 
@@ -143,7 +145,11 @@ async def test_audit_store_down_while_held_releases_within_the_decision_budget(
     async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
         handle = await start(env, fakes, inp)
         # the advice write is retried for ever (the store comes back some day): the release must not wait
-        await _wait_for(lambda: "release" in fakes.calls, "the watchdog release")
+        # the watchdog's audit row is flushed right after its release step: wait for both
+        await _wait_for(
+            lambda: "release" in fakes.calls and any("did not take the advice" in m for m in fakes.messages),
+            "the watchdog release and its audit row",
+        )
         history = await handle.fetch_history()  # type: ignore[attr-defined]
         await handle.terminate()  # type: ignore[attr-defined]
     assert fakes.scheduler_calls == ["requeue_hold", "release"], fakes.scheduler_calls
@@ -168,7 +174,8 @@ async def test_pause_mid_recovery_stops_the_steps_and_releases_our_hold(env: Wor
         handle = await start(env, fakes, inp)
         await asyncio.wait_for(fakes.in_requeue.wait(), 30)
         await handle.signal(JobRecoveryWorkflow.set_paused, PauseRequest(paused=True, who="op"))  # type: ignore[attr-defined]
-        await asyncio.sleep(0.5)  # the pause lands while requeue_hold is in flight
+        # the pause lands while requeue_hold is in flight (a fixed sleep lost that race under load)
+        await _wait_for_status(handle, lambda s: s.paused, "the pause handled")
         assert fakes.requeue_gate is not None
         fakes.requeue_gate.set()
         status = await handle.result()  # type: ignore[attr-defined]
@@ -206,6 +213,14 @@ async def test_a_paused_workload_ends_when_its_job_is_gone(env: WorkflowEnvironm
 async def _wait_for(predicate: object, what: str) -> None:
     for _ in range(300):
         if predicate():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def _wait_for_status(handle: object, predicate: Callable[[WorkloadStatus], bool], what: str) -> None:
+    for _ in range(300):
+        if predicate(await handle.query(JobRecoveryWorkflow.status)):  # type: ignore[attr-defined]
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
