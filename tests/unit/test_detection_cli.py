@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_detection_corpus import KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
 from trainguard.cli import main
 
 
@@ -38,6 +39,8 @@ def test_corpus_report_prints_the_table(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["corpus-report", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["samples"] == doc["tuning"]["samples"] + doc["heldout"]["samples"]
+    assert doc["tuning"]["healthy_classified_fatal"] == []
+    # The held-out part may only hold the listed known false positives (see test_detection_corpus).
+    assert set(doc["heldout"]["healthy_classified_fatal"]) <= KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
     for part in ("tuning", "heldout"):
-        assert doc[part]["healthy_classified_fatal"] == []
         assert sum(row["verdicts"] for row in doc[part]["calibration"]) == doc[part]["samples"]
