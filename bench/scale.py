@@ -57,6 +57,7 @@ from trainguard.contracts import RecoveryConfig
 from trainguard.localstack.temporal import LocalTemporal
 from trainguard.models import EventType, Mode
 from trainguard.settings import AuditSettings, ClusterSettings, Settings, TemporalSettings, WatchSettings
+from workers.presence import TakeoverStats
 from workers.worker import Runtime, build_workers, connect, ensure_cluster_watch
 
 BASE = Path("/tmp/tg-bench/scale")
@@ -256,7 +257,11 @@ class Report:
 
 def scale_settings(args: argparse.Namespace, address: str, audit_url: str) -> Settings:
     return Settings(
-        temporal=TemporalSettings(address=address, control_task_queue="trainguard-control-sim"),
+        temporal=TemporalSettings(
+            address=address,
+            control_task_queue="trainguard-control-sim",
+            max_cached_workflows=max(10_000, args.workloads + 1000),
+        ),
         cluster=ClusterSettings(
             name=CLUSTER,
             mode=Mode.ACTION,
@@ -334,10 +339,11 @@ class Loss:
     """The replica worker SIGKILLed: how soon its watches ran again on the survivor."""
 
     held: int  # watch/discovery activities the survivor took over
-    sampled: int
+    sampled: int  # watches the replica held when it was killed (every running one not in the survivor)
     resumed: list[float]
     detected_s: float  # kill -> the survivor decided the replica was gone
     replica_rss_mib: float
+    takeover: TakeoverStats | None = None
 
     def render(self) -> str:
         return "; ".join(f"{k}: {v}" for k, v in self.rows())
@@ -348,59 +354,57 @@ class Loss:
         return [
             ["worker loss: activities taken over", str(self.held)],
             ["  gone noticed after (kill -> takeover starts)", f"{self.detected_s:.1f} s"],
+            *(
+                [
+                    [
+                        "  takeover: listed / described / taken",
+                        f"{t.listed} / {t.described} / {t.taken} ({t.errors} errors)",
+                    ],
+                    ["  takeover: listing / total", f"{t.listed_s:.1f} / {t.total_s:.1f} s"],
+                ]
+                if (t := self.takeover) is not None
+                else []
+            ),
             [
-                f"  resumed on the survivor p50 / p95 / max ({len(self.resumed)}/{self.sampled} sampled)",
+                f"  resumed on the survivor p50 / p95 / max ({len(self.resumed)} of {self.sampled} it held)",
                 f"{fmt(d.p50)} / {fmt(d.p95)} / {fmt(d.max)} s",
             ],
             ["  lost worker's RSS / per watched workload", f"{self.replica_rss_mib:.0f} MiB / {per:.2f} MiB"],
         ]
 
 
-async def lose_worker(
-    client: Client, runtime: Runtime, replica: subprocess.Popen[bytes], sim: SimSlurm, sample: int
-) -> Loss:
-    """SIGKILL the replica; time until a sample of the watches it held run again on the survivor."""
-    from temporalio.api.enums.v1 import PendingActivityState
+async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: SimSlurm) -> Loss:
+    """SIGKILL the replica; time until each watch it held runs again on the survivor.
 
-    started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    With two cluster workers the replica holds every running watch the survivor does not; the survivor
+    records when each watch starts in it (ClusterActivities.watched), so every resumption is timed exactly,
+    without describing workflows from the process under test."""
     replica_id = f"{replica.pid}@{socket.gethostname()}"
-
-    async def holder(wid: str) -> str | None:
-        desc = await client.get_workflow_handle(wid).describe()
-        for p in desc.raw_description.pending_activities:
-            if p.activity_type.name == "watch_job" and p.state == started:
-                return p.last_worker_identity
-        return None
-
+    cluster, presence = runtime.cluster, runtime.presence
+    assert cluster is not None and presence is not None
     ids = [f"trainguard-job-{CLUSTER}-{j.snap.job_id}-{j.snap.submit_time}" for j in sim.jobs.values()]
-    random.shuffle(ids)
-    held: list[str] = []
-    for wid in ids:
-        if len(held) >= sample:
-            break
-        if await holder(wid) == replica_id:
-            held.append(wid)
+    held = [w for w in ids if w not in cluster.watched]
     rss = proc_rss_mib(replica.pid) or 0.0
-    presence = runtime.presence
-    assert presence is not None
     killed = time.time()
     os.killpg(replica.pid, signal.SIGKILL)
     replica.wait()
-    resumed: dict[str, float] = {}
     deadline = time.monotonic() + 600
+    resumed: dict[str, float] = {}
     while time.monotonic() < deadline and len(resumed) < len(held):
-        for wid in [w for w in held if w not in resumed]:
-            who = await holder(wid)
-            if who is not None and who != replica_id:
-                resumed[wid] = time.time() - killed
-        await asyncio.sleep(0.5)
+        for wid in held:
+            at = cluster.watched.get(wid)
+            if at is not None and at > killed and wid not in resumed:
+                resumed[wid] = at - killed
+        await asyncio.sleep(0.2)
     noticed = presence.noticed.get(replica_id)
+    stats = [s for s in presence.stats if replica_id in s.workers]
     return Loss(
         held=len([h for h in presence.takeovers if h.worker == replica_id]),
         sampled=len(held),
         resumed=sorted(resumed.values()),
         detected_s=(noticed - killed) if noticed else float("nan"),
         replica_rss_mib=rss,
+        takeover=stats[0] if stats else None,
     )
 
 
@@ -439,7 +443,7 @@ async def run(args: argparse.Namespace) -> Report:
         await asyncio.sleep(args.healthy)
         after = await take(server)
         if replica is not None:
-            loss = await lose_worker(client, runtime, replica, sim, args.loss_sample)
+            loss = await lose_worker(runtime, replica, sim)
             print(loss.render(), flush=True)
         workloads.faulting = True
         await asyncio.sleep(args.duration)
@@ -531,7 +535,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="2: a second cluster worker process, SIGKILLed after the healthy window (worker loss)",
     )
     p.add_argument("--presence-timeout", type=float, default=watch.presence_timeout_s)
-    p.add_argument("--loss-sample", type=int, default=200, help="watches of the lost worker timed")
     p.add_argument("--seed", type=int, default=1)
     # internal: run as the replica cluster worker of a benchmark (see start_replica)
     p.add_argument("--replica", action="store_true", help=argparse.SUPPRESS)
