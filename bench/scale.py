@@ -339,7 +339,7 @@ class Loss:
     """The replica worker SIGKILLed: how soon its watches ran again on the survivor."""
 
     held: int  # watch/discovery activities the survivor took over
-    sampled: int  # watches the replica held when it was killed (every running one not in the survivor)
+    sampled: int  # workloads whose watch was not running in the survivor at the kill
     resumed: list[float]
     detected_s: float  # kill -> the survivor decided the replica was gone
     replica_rss_mib: float
@@ -352,7 +352,8 @@ class Loss:
         d = Dist.of(self.resumed)
         per = self.replica_rss_mib / self.held if self.held else float("nan")
         return [
-            ["worker loss: activities taken over", str(self.held)],
+            ["worker loss: workloads not watched by the survivor at the kill", str(self.sampled)],
+            ["  activities taken over (started on the lost worker)", str(self.held)],
             ["  gone noticed after (kill -> takeover starts)", f"{self.detected_s:.1f} s"],
             *(
                 [
@@ -366,7 +367,7 @@ class Loss:
                 else []
             ),
             [
-                f"  resumed on the survivor p50 / p95 / max ({len(self.resumed)} of {self.sampled} it held)",
+                f"  taken-over watches running on the survivor p50 / p95 / max ({len(self.resumed)} timed)",
                 f"{fmt(d.p50)} / {fmt(d.p95)} / {fmt(d.max)} s",
             ],
             ["  lost worker's RSS / per watched workload", f"{self.replica_rss_mib:.0f} MiB / {per:.2f} MiB"],
@@ -374,34 +375,39 @@ class Loss:
 
 
 async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: SimSlurm) -> Loss:
-    """SIGKILL the replica; time until each watch it held runs again on the survivor.
+    """SIGKILL the replica; time until each watch taken over from it runs again on the survivor.
 
-    With two cluster workers the replica holds every running watch the survivor does not; the survivor
-    records when each watch starts in it (ClusterActivities.watched), so every resumption is timed exactly,
-    without describing workflows from the process under test."""
+    The survivor records when each watch starts in it (ClusterActivities.watched) and which activities it
+    took over (Presence.takeovers), so every resumption is timed exactly, without describing workflows
+    from the process under test."""
     replica_id = f"{replica.pid}@{socket.gethostname()}"
     cluster, presence = runtime.cluster, runtime.presence
     assert cluster is not None and presence is not None
     ids = [f"trainguard-job-{CLUSTER}-{j.snap.job_id}-{j.snap.submit_time}" for j in sim.jobs.values()]
-    held = [w for w in ids if w not in cluster.watched]
+    not_here = len([w for w in ids if w not in cluster.watched])  # the replica's, or not started anywhere
     rss = proc_rss_mib(replica.pid) or 0.0
     killed = time.time()
     os.killpg(replica.pid, signal.SIGKILL)
     replica.wait()
     deadline = time.monotonic() + 600
-    resumed: dict[str, float] = {}
-    while time.monotonic() < deadline and len(resumed) < len(held):
-        for wid in held:
-            at = cluster.watched.get(wid)
-            if at is not None and at > killed and wid not in resumed:
-                resumed[wid] = at - killed
+    started: dict[str, float] = {}  # workflow id -> first watch start here after the kill
+    taken: set[str] = set()
+    while time.monotonic() < deadline:
+        for wid, at in list(cluster.watched.items()):
+            if at > killed:
+                started.setdefault(wid, at - killed)
+        done = [s for s in presence.stats if replica_id in s.workers]
+        if done:
+            taken = {h.workflow_id for h in presence.takeovers if h.worker == replica_id}
+            if taken <= started.keys():
+                break
         await asyncio.sleep(0.2)
     noticed = presence.noticed.get(replica_id)
     stats = [s for s in presence.stats if replica_id in s.workers]
     return Loss(
-        held=len([h for h in presence.takeovers if h.worker == replica_id]),
-        sampled=len(held),
-        resumed=sorted(resumed.values()),
+        held=len(taken),
+        sampled=not_here,
+        resumed=sorted(started[w] for w in taken if w in started),
         detected_s=(noticed - killed) if noticed else float("nan"),
         replica_rss_mib=rss,
         takeover=stats[0] if stats else None,

@@ -117,6 +117,9 @@ class SqueueRenderer:
         self._cache[snap.job_id] = (snap, text)
         return text
 
+    def forget(self, job_id: str) -> None:
+        self._cache.pop(job_id, None)
+
     def render(self, jobs: Sequence[JobSnapshot]) -> str:
         body = ",\n".join(self.job_text(j) for j in jobs)
         meta = json.dumps(self.meta, indent=2)

@@ -117,6 +117,8 @@ class Churn:
         job = self.sim.jobs.pop(job_id, None)
         if job is not None:
             self.sim.files.remove(job.snap.stdout_path)
+        if self.sim.renderer is not None:
+            self.sim.renderer.forget(job_id)  # the simulator's own caches must not grow with churn
         self.gone[job_id] = now
 
     def tick(self, now: float) -> None:

@@ -101,6 +101,11 @@ WORKFLOW_CACHE_SLOTS = Gauge(
     "trainguard_workflow_cache_slots",
     "Workflows this control worker caches (temporal.max_cached_workflows): past it, tasks replay histories.",
 )
+WORKLOADS_RUNNING = Gauge(
+    "trainguard_workloads_running",
+    "Running JobRecovery workflows of the cluster (monitored workloads), counted by the control worker.",
+    ["cluster"],
+)
 
 _lock = threading.Lock()
 _outcomes: dict[str, int] = {}
@@ -170,6 +175,10 @@ def set_watch_slots(cluster: str, used: int, capacity: int) -> None:
 def set_workflow_cache(running: int, slots: int) -> None:
     WORKFLOWS_RUNNING.set(running)
     WORKFLOW_CACHE_SLOTS.set(slots)
+
+
+def set_workloads_running(cluster: str, n: int) -> None:
+    WORKLOADS_RUNNING.labels(cluster=_label(cluster)).set(n)
 
 
 def watch_started(cluster: str) -> None:

@@ -176,12 +176,21 @@ async def watch_workflow_cache(client: Client, settings: Settings) -> None:
     """Nothing goes silently slow when the workflows outnumber the sticky cache: count them (a visibility
     read, not billed), export both numbers (alert TrainGuardWorkflowCacheFull), log, and audit."""
     query = f"TaskQueue = '{settings.temporal.control_task_queue}' AND ExecutionStatus = 'Running'"
+    # The cluster's workloads, compared by alert TrainGuardWatchesNotRunning with the watches its cluster
+    # workers run (trainguard_watch_slots_used): workloads whose watch no worker has time to start.
+    workloads = (
+        "WorkflowType = 'JobRecovery' AND ExecutionStatus = 'Running' AND "
+        f"WorkflowId STARTS_WITH 'trainguard-job-{settings.cluster.name}-'"
+    )
     slots = settings.temporal.max_cached_workflows
     reported: set[str] = set()
     while True:
         try:
             running = (await client.count_workflows(query)).count
             telemetry.set_workflow_cache(running, slots)
+            telemetry.set_workloads_running(
+                settings.cluster.name, (await client.count_workflows(workloads)).count
+            )
             report = cache_report(client.identity, running, slots, time.time())
             if report is not None:
                 log.error("%s", report.message)
