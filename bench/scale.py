@@ -53,7 +53,7 @@ from bench.common import (
 )
 from bench.simcluster import SimFiles, SimSlurm, SimWorkloads, opt_in_comment
 from trainguard.audit.store import AuditStore
-from trainguard.contracts import RecoveryConfig
+from trainguard.contracts import WATCH_JOB, RecoveryConfig
 from trainguard.localstack.temporal import LocalTemporal
 from trainguard.models import EventType, Mode
 from trainguard.settings import AuditSettings, ClusterSettings, Settings, TemporalSettings, WatchSettings
@@ -398,7 +398,12 @@ async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: S
                 started.setdefault(wid, at - killed)
         done = [s for s in presence.stats if replica_id in s.workers]
         if done:
-            taken = {h.workflow_id for h in presence.takeovers if h.worker == replica_id}
+            # watches only: the discovery activity taken over with them is not in `watched`
+            taken = {
+                h.workflow_id
+                for h in presence.takeovers
+                if h.worker == replica_id and h.activity_type == WATCH_JOB
+            }
             if taken <= started.keys():
                 break
         await asyncio.sleep(0.2)
