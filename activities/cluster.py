@@ -65,7 +65,8 @@ class ClusterActivities:
     ) -> None:
         self.max_watches = max_watches  # the worker's activity slots (0: unknown, not reported)
         self.watching = 0
-        self.watched: set[str] = set()  # workflow ids whose watch runs here (presence skips them)
+        # Workflow id -> when its watch started here, while it runs (presence skips these on a takeover).
+        self.watched: dict[str, float] = {}
         self._capacity_reported_at = float("-inf")
         self.cluster = cluster
         self.client = client
@@ -284,7 +285,7 @@ class ClusterActivities:
         telemetry.watch_started(self.cluster)  # one activity slot each: reported against the capacity
         self.watching += 1
         workflow_id = activity.info().workflow_id or ""
-        self.watched.add(workflow_id)
+        started = self.watched[workflow_id] = time.time()
         if self.max_watches and self.watching >= self.max_watches:
             self._capacity_reached()
         try:
@@ -296,7 +297,8 @@ class ClusterActivities:
         finally:
             telemetry.watch_ended(self.cluster)
             self.watching -= 1
-            self.watched.discard(workflow_id)
+            if self.watched.get(workflow_id) == started:  # not a newer attempt's entry
+                del self.watched[workflow_id]
 
     def _capacity_reached(self) -> None:
         """Every slot is taken: the next workload's watch waits on the server unserved. Logged and

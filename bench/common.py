@@ -84,3 +84,14 @@ def proc_rss_mib(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def current_rss_mib(pid: int) -> float | None:
+    """Resident memory now (VmRSS), not the peak: what a growth rate is computed from."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None

@@ -53,10 +53,11 @@ from bench.common import (
 )
 from bench.simcluster import SimFiles, SimSlurm, SimWorkloads, opt_in_comment
 from trainguard.audit.store import AuditStore
-from trainguard.contracts import RecoveryConfig
+from trainguard.contracts import WATCH_JOB, RecoveryConfig
 from trainguard.localstack.temporal import LocalTemporal
 from trainguard.models import EventType, Mode
 from trainguard.settings import AuditSettings, ClusterSettings, Settings, TemporalSettings, WatchSettings
+from workers.presence import TakeoverStats
 from workers.worker import Runtime, build_workers, connect, ensure_cluster_watch
 
 BASE = Path("/tmp/tg-bench/scale")
@@ -256,7 +257,11 @@ class Report:
 
 def scale_settings(args: argparse.Namespace, address: str, audit_url: str) -> Settings:
     return Settings(
-        temporal=TemporalSettings(address=address, control_task_queue="trainguard-control-sim"),
+        temporal=TemporalSettings(
+            address=address,
+            control_task_queue="trainguard-control-sim",
+            max_cached_workflows=max(10_000, args.workloads + 1000),
+        ),
         cluster=ClusterSettings(
             name=CLUSTER,
             mode=Mode.ACTION,
@@ -334,10 +339,11 @@ class Loss:
     """The replica worker SIGKILLed: how soon its watches ran again on the survivor."""
 
     held: int  # watch/discovery activities the survivor took over
-    sampled: int
+    sampled: int  # workloads whose watch was not running in the survivor at the kill
     resumed: list[float]
     detected_s: float  # kill -> the survivor decided the replica was gone
     replica_rss_mib: float
+    takeover: TakeoverStats | None = None
 
     def render(self) -> str:
         return "; ".join(f"{k}: {v}" for k, v in self.rows())
@@ -346,61 +352,70 @@ class Loss:
         d = Dist.of(self.resumed)
         per = self.replica_rss_mib / self.held if self.held else float("nan")
         return [
-            ["worker loss: activities taken over", str(self.held)],
+            ["worker loss: workloads not watched by the survivor at the kill", str(self.sampled)],
+            ["  activities taken over (started on the lost worker)", str(self.held)],
             ["  gone noticed after (kill -> takeover starts)", f"{self.detected_s:.1f} s"],
+            *(
+                [
+                    [
+                        "  takeover: listed / described / taken",
+                        f"{t.listed} / {t.described} / {t.taken} ({t.errors} errors)",
+                    ],
+                    ["  takeover: listing / total", f"{t.listed_s:.1f} / {t.total_s:.1f} s"],
+                ]
+                if (t := self.takeover) is not None
+                else []
+            ),
             [
-                f"  resumed on the survivor p50 / p95 / max ({len(self.resumed)}/{self.sampled} sampled)",
+                f"  taken-over watches running on the survivor p50 / p95 / max ({len(self.resumed)} timed)",
                 f"{fmt(d.p50)} / {fmt(d.p95)} / {fmt(d.max)} s",
             ],
             ["  lost worker's RSS / per watched workload", f"{self.replica_rss_mib:.0f} MiB / {per:.2f} MiB"],
         ]
 
 
-async def lose_worker(
-    client: Client, runtime: Runtime, replica: subprocess.Popen[bytes], sim: SimSlurm, sample: int
-) -> Loss:
-    """SIGKILL the replica; time until a sample of the watches it held run again on the survivor."""
-    from temporalio.api.enums.v1 import PendingActivityState
+async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: SimSlurm) -> Loss:
+    """SIGKILL the replica; time until each watch taken over from it runs again on the survivor.
 
-    started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    The survivor records when each watch starts in it (ClusterActivities.watched) and which activities it
+    took over (Presence.takeovers), so every resumption is timed exactly, without describing workflows
+    from the process under test."""
     replica_id = f"{replica.pid}@{socket.gethostname()}"
-
-    async def holder(wid: str) -> str | None:
-        desc = await client.get_workflow_handle(wid).describe()
-        for p in desc.raw_description.pending_activities:
-            if p.activity_type.name == "watch_job" and p.state == started:
-                return p.last_worker_identity
-        return None
-
+    cluster, presence = runtime.cluster, runtime.presence
+    assert cluster is not None and presence is not None
     ids = [f"trainguard-job-{CLUSTER}-{j.snap.job_id}-{j.snap.submit_time}" for j in sim.jobs.values()]
-    random.shuffle(ids)
-    held: list[str] = []
-    for wid in ids:
-        if len(held) >= sample:
-            break
-        if await holder(wid) == replica_id:
-            held.append(wid)
+    not_here = len([w for w in ids if w not in cluster.watched])  # the replica's, or not started anywhere
     rss = proc_rss_mib(replica.pid) or 0.0
-    presence = runtime.presence
-    assert presence is not None
     killed = time.time()
     os.killpg(replica.pid, signal.SIGKILL)
     replica.wait()
-    resumed: dict[str, float] = {}
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and len(resumed) < len(held):
-        for wid in [w for w in held if w not in resumed]:
-            who = await holder(wid)
-            if who is not None and who != replica_id:
-                resumed[wid] = time.time() - killed
-        await asyncio.sleep(0.5)
+    started: dict[str, float] = {}  # workflow id -> first watch start here after the kill
+    taken: set[str] = set()
+    while time.monotonic() < deadline:
+        for wid, at in list(cluster.watched.items()):
+            if at > killed:
+                started.setdefault(wid, at - killed)
+        done = [s for s in presence.stats if replica_id in s.workers]
+        if done:
+            # watches only: the discovery activity taken over with them is not in `watched`
+            taken = {
+                h.workflow_id
+                for h in presence.takeovers
+                if h.worker == replica_id and h.activity_type == WATCH_JOB
+            }
+            if taken <= started.keys():
+                break
+        await asyncio.sleep(0.2)
     noticed = presence.noticed.get(replica_id)
+    stats = [s for s in presence.stats if replica_id in s.workers]
     return Loss(
-        held=len([h for h in presence.takeovers if h.worker == replica_id]),
-        sampled=len(held),
-        resumed=sorted(resumed.values()),
+        held=len(taken),
+        sampled=not_here,
+        resumed=sorted(started[w] for w in taken if w in started),
         detected_s=(noticed - killed) if noticed else float("nan"),
         replica_rss_mib=rss,
+        takeover=stats[0] if stats else None,
     )
 
 
@@ -439,7 +454,7 @@ async def run(args: argparse.Namespace) -> Report:
         await asyncio.sleep(args.healthy)
         after = await take(server)
         if replica is not None:
-            loss = await lose_worker(client, runtime, replica, sim, args.loss_sample)
+            loss = await lose_worker(runtime, replica, sim)
             print(loss.render(), flush=True)
         workloads.faulting = True
         await asyncio.sleep(args.duration)
@@ -531,7 +546,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="2: a second cluster worker process, SIGKILLed after the healthy window (worker loss)",
     )
     p.add_argument("--presence-timeout", type=float, default=watch.presence_timeout_s)
-    p.add_argument("--loss-sample", type=int, default=200, help="watches of the lost worker timed")
     p.add_argument("--seed", type=int, default=1)
     # internal: run as the replica cluster worker of a benchmark (see start_replica)
     p.add_argument("--replica", action="store_true", help=argparse.SUPPRESS)

@@ -32,17 +32,37 @@ class SimFiles:
 
     def __init__(self) -> None:
         self.files: dict[str, bytearray] = {}
+        # Bytes dropped from the head of each file by trim(): offsets stay those of the whole file.
+        self.base: dict[str, int] = {}
 
     async def run(self, argv: Sequence[str], *, timeout: float = 30.0, check: bool = False) -> CommandResult:
         raise CommandError(argv, None, "the simulated cluster runs no commands", retryable=False)
 
     async def stat(self, path: str) -> FileStat | None:
         data = self.files.get(path)
-        return None if data is None else FileStat(size=len(data), identity=f"sim:{path}")
+        size = self.base.get(path, 0) + len(data) if data is not None else 0
+        return None if data is None else FileStat(size=size, identity=f"sim:{path}")
 
     async def read_file(self, path: str, offset: int, max_bytes: int) -> bytes:
         data = self.files.get(path)
-        return b"" if data is None else bytes(data[offset : offset + max_bytes])
+        start = max(0, offset - self.base.get(path, 0))  # a reader behind a trim resumes at the kept head
+        return b"" if data is None else bytes(data[start : start + max_bytes])
+
+    def trim(self, path: str, keep: int) -> None:
+        """Keep only the last `keep` bytes in memory (a soak's logs would otherwise grow without bound)."""
+        data = self.files.get(path)
+        if data is not None and len(data) > keep:
+            drop = len(data) - keep
+            del data[:drop]
+            self.base[path] = self.base.get(path, 0) + drop
+
+    def remove(self, path: str) -> None:
+        self.files.pop(path, None)
+        self.base.pop(path, None)
+
+    @property
+    def held_bytes(self) -> int:
+        return sum(len(d) for d in self.files.values())
 
     async def close(self) -> None:
         return None
@@ -96,6 +116,9 @@ class SqueueRenderer:
         text = json.dumps(job, indent=2)
         self._cache[snap.job_id] = (snap, text)
         return text
+
+    def forget(self, job_id: str) -> None:
+        self._cache.pop(job_id, None)
 
     def render(self, jobs: Sequence[JobSnapshot]) -> str:
         body = ",\n".join(self.job_text(j) for j in jobs)

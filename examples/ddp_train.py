@@ -164,8 +164,10 @@ def main() -> int:
                     )
             else:
                 shown = busy if rank_times else dt  # per-rank lines time the rank itself
-                print(f"{prefix}step {step}/{steps} loss {loss.item():.4f} lr {lr:.2e} ({shown:.2f} s/it)",
-                      flush=True)
+                print(
+                    f"{prefix}step {step}/{steps} loss {loss.item():.4f} lr {lr:.2e} ({shown:.2f} s/it)",
+                    flush=True,
+                )
         if (ckpt_every and step % ckpt_every == 0) or step == steps:
             if rank == 0:
                 path = save_checkpoint(ckpt_dir, step, model.module, opt, sched)

@@ -55,6 +55,9 @@ class TemporalSettings(Section):
     # host:port where the Temporal SDK's own metrics (workflow task latency, slots, polls, requests) are
     # served for Prometheus; "" disables them.
     metrics_bind: str = ""
+    # Workflows a control worker keeps in its sticky cache. One long-lived workflow per monitored job: when
+    # they outnumber the cache, every workflow task replays a whole history (the worker reports it).
+    max_cached_workflows: int = Field(default=10_000, ge=1)
 
 
 class SSHSettings(Section):

@@ -93,6 +93,19 @@ WATCH_SLOTS = Gauge(
     "Activity slots of this cluster worker (worker.max_watches): past it, new watches wait unserved.",
     ["cluster"],
 )
+WORKFLOWS_RUNNING = Gauge(
+    "trainguard_control_workflows_running",
+    "Running workflows on this control worker's task queue (JobRecovery and ClusterWatch), last counted.",
+)
+WORKFLOW_CACHE_SLOTS = Gauge(
+    "trainguard_workflow_cache_slots",
+    "Workflows this control worker caches (temporal.max_cached_workflows): past it, tasks replay histories.",
+)
+WORKLOADS_RUNNING = Gauge(
+    "trainguard_workloads_running",
+    "Running JobRecovery workflows of the cluster (monitored workloads), counted by the control worker.",
+    ["cluster"],
+)
 
 _lock = threading.Lock()
 _outcomes: dict[str, int] = {}
@@ -157,6 +170,15 @@ def count_takeovers(cluster: str, n: int) -> None:
 def set_watch_slots(cluster: str, used: int, capacity: int) -> None:
     WATCH_SLOTS_USED.labels(cluster=_label(cluster)).set(used)
     WATCH_SLOTS.labels(cluster=_label(cluster)).set(capacity)
+
+
+def set_workflow_cache(running: int, slots: int) -> None:
+    WORKFLOWS_RUNNING.set(running)
+    WORKFLOW_CACHE_SLOTS.set(slots)
+
+
+def set_workloads_running(cluster: str, n: int) -> None:
+    WORKLOADS_RUNNING.labels(cluster=_label(cluster)).set(n)
 
 
 def watch_started(cluster: str) -> None:

@@ -15,16 +15,21 @@ shutdown still hands its activities back itself (cancelled at shutdown). See doc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, PollActivityTaskQueueRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    DescribeWorkflowExecutionRequest,
+    ListWorkflowExecutionsRequest,
+    PollActivityTaskQueueRequest,
+)
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
@@ -42,7 +47,7 @@ log = logging.getLogger(__name__)
 TAKEN_OVER = frozenset({c.WATCH_JOB, c.DISCOVER_JOBS})
 # The server refuses long polls with a deadline under 2 s; it answers an idle one just before its deadline.
 MIN_POLL_S = 2.5
-DESCRIBE_PARALLELISM = 32
+DESCRIBE_PARALLELISM = 64
 
 
 def presence_queue(cluster_queue: str) -> str:
@@ -102,6 +107,26 @@ def held_by(pending: Iterable[Pending], dead: set[str]) -> list[Pending]:
 
 
 @dataclass
+class TakeoverStats:
+    """What one takeover cost: how many workflows it listed and described, and how long it took."""
+
+    workers: tuple[str, ...]
+    listed: int = 0
+    described: int = 0
+    taken: int = 0
+    errors: int = 0
+    listed_s: float = 0.0
+    total_s: float = 0.0
+
+    def render(self) -> str:
+        return (
+            f"listed {self.listed} running workflows in {self.listed_s:.1f} s, described {self.described} "
+            f"(not watched here), took over {self.taken} activities in {self.total_s:.1f} s"
+            + (f", {self.errors} errors" if self.errors else "")
+        )
+
+
+@dataclass
 class Presence:
     client: Client
     cluster: str
@@ -115,6 +140,7 @@ class Presence:
     handled: set[str] = field(default_factory=set)
     takeovers: list[Held] = field(default_factory=list)
     noticed: dict[str, float] = field(default_factory=dict)  # identity -> when we found it gone
+    stats: list[TakeoverStats] = field(default_factory=list)
 
     @property
     def queue(self) -> str:
@@ -192,41 +218,76 @@ class Presence:
         await report_to_cluster(self.client, self.cluster, report)
 
     async def take_over(self, dead: set[str]) -> list[Held]:
-        """Fail every started watch/discovery activity a dead worker holds; Temporal retries it here."""
+        """Fail every started watch/discovery activity a dead worker holds; Temporal retries it here.
+
+        The candidates are the cluster's running workflows minus those whose watch runs here (`local`):
+        with two cluster workers that is exactly the lost worker's share (plus watches between two
+        slices), so every describe finds something to take. Each candidate is described once (a read)
+        and its activities failed as soon as its description arrives, while the listing continues."""
+        started = time.monotonic()
         sem = asyncio.Semaphore(DESCRIBE_PARALLELISM)
         taken: list[Held] = []
+        stats = TakeoverStats(workers=tuple(sorted(dead)))
 
         async def one(workflow_id: str, run_id: str) -> None:
             async with sem:
-                handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
                 # One workflow that cannot be described (gone, a timeout under load) must not stop the
                 # others; a watch missed here is still retried by its heartbeat timeout.
-                with contextlib.suppress(RPCError, asyncio.TimeoutError):
-                    desc = await handle.describe()
-                    pending = [
-                        Pending(p.activity_id, p.activity_type.name, int(p.state), p.last_worker_identity)
-                        for p in desc.raw_description.pending_activities
-                    ]
-                    for p in held_by(pending, dead):
+                try:
+                    desc = await self.client.workflow_service.describe_workflow_execution(
+                        DescribeWorkflowExecutionRequest(
+                            namespace=self.client.namespace,
+                            execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
+                        ),
+                        timeout=timedelta(seconds=30),
+                    )
+                except (TimeoutError, RPCError):
+                    stats.errors += 1
+                    return
+                stats.described += 1
+                pending = [
+                    Pending(p.activity_id, p.activity_type.name, int(p.state), p.last_worker_identity)
+                    for p in desc.pending_activities
+                ]
+                for p in held_by(pending, dead):
+                    try:
                         await self.client.get_async_activity_handle(
                             workflow_id=workflow_id, run_id=run_id, activity_id=p.activity_id
                         ).fail(ApplicationError(f"cluster worker {p.worker} vanished; watch taken over"))
-                        taken.append(Held(workflow_id, run_id, p.activity_id, p.activity_type, p.worker))
+                    except RPCError:  # completed or retried meanwhile: nothing left to take
+                        stats.errors += 1
+                        continue
+                    taken.append(Held(workflow_id, run_id, p.activity_id, p.activity_type, p.worker))
 
         jobs = []
         mine = set(self.local())
-        async for wf in self.client.list_workflows(self._query()):
-            if wf.id not in mine:
-                jobs.append(asyncio.create_task(one(wf.id, wf.run_id)))
+        request = ListWorkflowExecutionsRequest(
+            namespace=self.client.namespace, query=self._query(), page_size=1000
+        )
+        while True:
+            page = await self.client.workflow_service.list_workflow_executions(request)
+            for wf in page.executions:
+                stats.listed += 1
+                if wf.execution.workflow_id in mine:
+                    continue
+                jobs.append(asyncio.create_task(one(wf.execution.workflow_id, wf.execution.run_id)))
+            if not page.next_page_token:
+                break
+            request.next_page_token = page.next_page_token
+        stats.listed_s = time.monotonic() - started
         await asyncio.gather(*jobs)
+        stats.taken = len(taken)
+        stats.total_s = time.monotonic() - started
+        self.stats.append(stats)
         for held in taken:
-            log.warning(
+            log.info(
                 "took over %s %s of %s from vanished worker %s",
                 held.activity_type,
                 held.activity_id,
                 held.workflow_id,
                 held.worker,
             )
+        log.warning("takeover of %s: %s", ", ".join(stats.workers), stats.render())
         return taken
 
     def _query(self) -> str:

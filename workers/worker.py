@@ -10,6 +10,7 @@ import getpass
 import logging
 import signal
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -17,9 +18,9 @@ from datetime import timedelta
 from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorAutoscaling, Worker
 
-from activities.cluster import ClusterActivities
+from activities.cluster import CAPACITY_REPORT_EVERY_S, ClusterActivities, report_to_cluster
 from activities.control import ControlActivities
 from activities.fleet import FleetActivities
 from activities.limits import LimitsActivities
@@ -36,7 +37,7 @@ from trainguard.logsources.factory import make_log_source
 from trainguard.logsources.files import FileLogSource
 from trainguard.logsources.http import make_http_client
 from trainguard.logsources.nodelogs import make_node_log_source, node_log_enabled
-from trainguard.models import Finding, JobSnapshot, Mode
+from trainguard.models import EventType, Finding, JobSnapshot, Mode
 from trainguard.policy import PolicyConfig
 from trainguard.policy.limits import ClusterLimits
 from trainguard.settings import Settings, WatchSettings
@@ -52,7 +53,7 @@ from workflows.job_recovery import JobRecoveryWorkflow
 log = logging.getLogger(__name__)
 
 WORKFLOWS = [JobRecoveryWorkflow, ClusterWatchWorkflow]
-MAX_CACHED_WORKFLOWS = 10_000
+CACHE_CHECK_EVERY_S = 300.0
 STEP_SLOTS = 64  # cluster activity slots beyond watch.max_watches: discovery and scheduler actions
 
 
@@ -169,6 +170,54 @@ async def ensure_schema(store: AuditStore, retry_s: float = 5.0) -> None:
         return
 
 
+def cache_report(who: str, running: int, slots: int, now: float) -> c.ClusterReport | None:
+    """The audit report of a control worker whose workflows outnumber its sticky cache (one per hour)."""
+    if running <= slots:
+        return None
+    return c.ClusterReport(
+        key=f"workflow-cache/{who}/{int(now // CAPACITY_REPORT_EVERY_S)}",
+        event_type=EventType.CAPACITY_LIMIT,
+        message=f"{running} running workflows outnumber control worker {who}'s cache of {slots} "
+        "(temporal.max_cached_workflows): workflow tasks replay whole histories, detection slows",
+        data={
+            "worker": who,
+            "limit": "max_cached_workflows",
+            "max_cached_workflows": slots,
+            "running": running,
+        },
+    )
+
+
+async def watch_workflow_cache(client: Client, settings: Settings) -> None:
+    """Nothing goes silently slow when the workflows outnumber the sticky cache: count them (a visibility
+    read, not billed), export both numbers (alert TrainGuardWorkflowCacheFull), log, and audit."""
+    query = f"TaskQueue = '{settings.temporal.control_task_queue}' AND ExecutionStatus = 'Running'"
+    # The cluster's workloads, compared by alert TrainGuardWatchesNotRunning with the watches its cluster
+    # workers run (trainguard_watch_slots_used): workloads whose watch no worker has time to start.
+    workloads = (
+        "WorkflowType = 'JobRecovery' AND ExecutionStatus = 'Running' AND "
+        f"WorkflowId STARTS_WITH 'trainguard-job-{settings.cluster.name}-'"
+    )
+    slots = settings.temporal.max_cached_workflows
+    reported: set[str] = set()
+    while True:
+        try:
+            running = (await client.count_workflows(query)).count
+            telemetry.set_workflow_cache(running, slots)
+            telemetry.set_workloads_running(
+                settings.cluster.name, (await client.count_workflows(workloads)).count
+            )
+            report = cache_report(client.identity, running, slots, time.time())
+            if report is not None:
+                log.error("%s", report.message)
+                if report.key not in reported:
+                    reported.add(report.key)
+                    await report_to_cluster(client, settings.cluster.name, report)
+        except Exception as err:  # Temporal unreachable: count again next time
+            log.warning("could not count running workflows: %s", err)
+        await asyncio.sleep(CACHE_CHECK_EVERY_S)
+
+
 async def ensure_cluster_watch(client: Client, settings: Settings, *, search_attributes: bool = True) -> None:
     """Start the cluster's ClusterWatch workflow unless it already runs (idempotent)."""
     await client.start_workflow(
@@ -202,6 +251,7 @@ class Runtime:
     schema_pending: bool = False  # the store did not answer at start: ensure_schema runs beside the workers
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     presence: Presence | None = None  # cluster workers: announce ourselves, take over vanished peers
+    cluster: ClusterActivities | None = None
 
     def start(self) -> list[asyncio.Task[None]]:
         """Run every worker as a task of the current event loop (and presence, beside them)."""
@@ -268,7 +318,7 @@ def build_workers(
                 max_concurrent_activities=200,
                 # One long-lived workflow per monitored job: when they outnumber the sticky cache
                 # (SDK default 1000), every workflow task replays a whole history in a fresh sandbox.
-                max_cached_workflows=MAX_CACHED_WORKFLOWS,
+                max_cached_workflows=settings.temporal.max_cached_workflows,
             )
         )
     if "cluster" in queues:
@@ -313,7 +363,7 @@ def build_workers(
                 interval_s=settings.watch.checkpoint_scan_interval_s,
             ),
         )
-        cluster = ClusterActivities(
+        cluster = rt.cluster = ClusterActivities(
             settings.cluster.name,
             access,
             cache,
@@ -349,6 +399,9 @@ def build_workers(
                 # Watch activities are long and mostly asleep: one slot per monitored workload, plus room
                 # for discovery and action steps (a full worker is reported: ClusterActivities).
                 max_concurrent_activities=settings.watch.max_watches + STEP_SLOTS,
+                # A takeover hands this worker a lost peer's watches all at once (thousands at scale):
+                # let the pollers scale up with the backlog instead of five fetching one task each.
+                activity_task_poller_behavior=PollerBehaviorAutoscaling(),
                 # Each heartbeat sent is a billed action; let a longer heartbeat timeout mean fewer of
                 # them (the SDK sends at most one per 0.8 x timeout, but never less often than this).
                 max_heartbeat_throttle_interval=timedelta(
@@ -379,6 +432,8 @@ async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster
     if start_cluster_watch and "control" in queues:
         # Settings changed in the file or environment reach running workloads (audited), not only new ones.
         rt.tasks.append(asyncio.create_task(_apply_settings_at_start(client, settings)))
+    if "control" in queues:
+        rt.tasks.append(asyncio.create_task(watch_workflow_cache(client, settings)))
     if rt.store is not None and settings.audit.retention_days > 0:
         rt.tasks.append(asyncio.create_task(enforce_retention(rt.store, settings)))
     stopper = asyncio.create_task(stop.wait())

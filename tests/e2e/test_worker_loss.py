@@ -66,7 +66,6 @@ async def test_sigkilled_worker_watches_resume_on_the_survivor_within_30s() -> N
         "workerloss", watch={"heartbeat_timeout_s": 300, "presence_timeout_s": 15}, supervise=False
     ) as stack:
         second = stack.add_worker()
-        workers = {identity(stack.worker): stack.worker, identity(second): second}
         jobs: list[CrashJob] = []
         triggers: dict[str, Path] = {}
         (stack.root / "jobs" / "triggers").mkdir(parents=True)  # wiped at each start
@@ -89,6 +88,8 @@ async def test_sigkilled_worker_watches_resume_on_the_survivor_within_30s() -> N
             raise AssertionError(f"watches never all started: {now}")
 
         before = await all_held()
+        # Read once both run: a pid file just after the start may not name the exec'd worker yet.
+        workers = {identity(stack.worker): stack.worker, identity(second): second}
         by_worker = Counter(v[0] for v in before.values() if v is not None)
         assert set(by_worker) <= set(workers), (by_worker, list(workers))
         victim_id = by_worker.most_common(1)[0][0]

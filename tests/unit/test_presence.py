@@ -84,3 +84,21 @@ def test_a_restarted_worker_takes_over_its_dead_predecessor_alone() -> None:
     """One worker under systemd: the new process sees the old identity stale and takes its watches."""
     me = FakePresence("new", {"new": 100.0, "old": 70.0}, now=100.0)
     assert [h.worker for h in asyncio.run(me.check_once())] == ["old"]
+
+
+def test_a_workflow_cache_smaller_than_the_running_workflows_is_reported_once_an_hour() -> None:
+    from workers.worker import cache_report
+
+    assert cache_report("w", running=10_000, slots=10_000, now=7200.0) is None
+    report = cache_report("w", running=10_001, slots=10_000, now=7200.0)
+    assert report is not None and report.event_type.value == "capacity_limit"
+    assert report.data == {
+        "worker": "w",
+        "limit": "max_cached_workflows",
+        "max_cached_workflows": 10_000,
+        "running": 10_001,
+    }
+    same_hour = cache_report("w", running=12_000, slots=10_000, now=7200.0 + 3599)
+    next_hour = cache_report("w", running=12_000, slots=10_000, now=7200.0 + 3600)
+    assert same_hour is not None and same_hour.key == report.key
+    assert next_hour is not None and next_hour.key != report.key
