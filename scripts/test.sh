@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TRAINGUARD_EXTRAS=${TRAINGUARD_EXTRAS:-dev,torch} bash scripts/bootstrap.sh
 export PYTHONUNBUFFERED=1
-echo "== ruff"; .venv/bin/ruff check . && .venv/bin/ruff format --check .
+echo "== ruff"; .venv/bin/ruff check .; .venv/bin/ruff format --check .
 echo "== mypy"; .venv/bin/mypy trainguard workflows activities workers
 # Two pytest-xdist workers, a test file each at a time (session fixtures - Slurm clusters, dev servers -
 # per worker, on ports XDIST_PORT_STRIDE apart: tests/e2e/stack.py). TG_TEST_WORKERS=0 runs one process.
