@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import resource
+import signal
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -95,3 +97,13 @@ def current_rss_mib(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def cancel_on_signals() -> None:
+    """Ctrl-C or SIGTERM cancels the running task, so that its cleanup stops the dev server too."""
+    task = asyncio.current_task()
+    if task is None:
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)

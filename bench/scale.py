@@ -43,6 +43,7 @@ from temporalio.client import Client
 
 from bench.common import (
     Dist,
+    cancel_on_signals,
     cpu_seconds,
     fmt,
     free_port,
@@ -555,11 +556,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 async def _main(args: argparse.Namespace) -> Report:
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if task is not None:
-            loop.add_signal_handler(sig, task.cancel)  # stop the dev server on Ctrl-C too
+    cancel_on_signals()
     return await run(args)
 
 

@@ -25,7 +25,6 @@ import asyncio
 import os
 import random
 import shutil
-import signal
 import sys
 import time
 import uuid
@@ -38,7 +37,7 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest
 from temporalio.client import Client
 
-from bench.common import Dist, current_rss_mib, fmt, free_port, table
+from bench.common import Dist, cancel_on_signals, current_rss_mib, fmt, free_port, table
 from bench.scale import CLUSTER, MeteredTemporal, detection_latencies, server_requests
 from bench.simcluster import SimFiles, SimJob, SimSlurm, SimWorkloads, opt_in_comment
 from trainguard.audit.store import AuditStore
@@ -418,11 +417,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 async def _main(args: argparse.Namespace) -> Summary:
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if task is not None:
-            loop.add_signal_handler(sig, task.cancel)  # stop the dev server on Ctrl-C too
+    cancel_on_signals()
     return await run(args)
 
 

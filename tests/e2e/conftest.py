@@ -20,6 +20,7 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from tests.e2e.crash_stack import MariaDBAudit
 from tests.e2e.stack import PORT_OFFSET, REPO, Stack, free_port, make_settings
 from trainguard.api.temporal_control import cluster_workflow_id
 from trainguard.audit.store import AuditStore
@@ -136,6 +137,18 @@ async def end_workflows(client: Client, cluster: str) -> None:
 SSH_DIR = Path(os.environ.get("TG_E2E_SSH_DIR", f"/tmp/tg-h1/e2e-ssh-{PORT_OFFSET}"))
 SSH_PORT = int(os.environ.get("TG_E2E_SSH_PORT", "20417")) + PORT_OFFSET
 SSH_SLURM_PORT = int(os.environ.get("TG_E2E_SSH_SLURM_PORT", "20437")) + PORT_OFFSET
+
+
+@pytest_asyncio.fixture(scope="module")
+async def mariadb() -> AsyncIterator[MariaDBAudit]:
+    """A database and user of their own on the development MariaDB (the crash stacks' audit store, which a
+    test can make refuse the worker)."""
+    db = MariaDBAudit()
+    db.create()
+    try:
+        yield db
+    finally:
+        db.drop()
 
 
 @pytest.fixture(scope="session")

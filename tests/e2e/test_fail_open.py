@@ -32,16 +32,6 @@ BUDGET_S = 60.0 + 5.0  # decision_timeout_s of this stack, plus Slurm's latency
 
 
 @pytest_asyncio.fixture(scope="module")
-async def mariadb() -> AsyncIterator[MariaDBAudit]:
-    db = MariaDBAudit()
-    db.create()
-    try:
-        yield db
-    finally:
-        db.drop()
-
-
-@pytest_asyncio.fixture(scope="module")
 async def stack(mariadb: MariaDBAudit) -> AsyncIterator[CrashStack]:
     # MariaDB, so that the audit store can be made to refuse the worker
     async with crash_stack("fail-open", audit_url=mariadb.url) as s:

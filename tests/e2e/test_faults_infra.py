@@ -43,16 +43,6 @@ MEASURED: dict[str, float | str] = {}
 
 
 @pytest_asyncio.fixture(scope="module")
-async def mariadb() -> AsyncIterator[MariaDBAudit]:
-    db = MariaDBAudit()
-    db.create()
-    try:
-        yield db
-    finally:
-        db.drop()
-
-
-@pytest_asyncio.fixture(scope="module")
 async def stack(mariadb: MariaDBAudit) -> AsyncIterator[CrashStack]:
     async with crash_stack("faults", audit_url=mariadb.url) as s:
         yield s

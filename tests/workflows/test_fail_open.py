@@ -78,17 +78,24 @@ async def start(env: WorkflowEnvironment, fakes: FakeActivities, inp: c.JobRecov
     )
 
 
+async def run_to_end(
+    env: WorkflowEnvironment, fakes: FakeActivities, inp: c.JobRecoveryInput
+) -> WorkflowHistory:
+    """Run one workload to its end on a worker of its own queue; its history, for the replay check."""
+    queue = inp.config.cluster_queue
+    async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
+        handle = await start(env, fakes, inp)
+        await handle.result()  # type: ignore[attr-defined]
+        return await handle.fetch_history()  # type: ignore[attr-defined]
+
+
 async def test_requeue_hold_that_failed_after_slurm_applied_it_is_released(env: WorkflowEnvironment) -> None:
     queue = f"q-{uuid.uuid4()}"
     fakes = Scripted(
         script=[obs(K.FAILURE, job("FAILED"), XID), obs(K.GONE, job("PENDING", restarts=1))],
         requeue_fails=True,
     )
-    inp = make_input(queue, mode=Mode.ACTION)
-    async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
-        handle = await start(env, fakes, inp)
-        await handle.result()  # type: ignore[attr-defined]
-        history = await handle.fetch_history()  # type: ignore[attr-defined]
+    history = await run_to_end(env, fakes, make_input(queue, mode=Mode.ACTION))
     assert fakes.scheduler_calls == ["requeue_hold", "release"], fakes.scheduler_calls
     # only a requeue-hold's own Reason is lifted: a user's or an admin's hold stays
     assert fakes.action_inputs["release"][0].our_hold == REQUEUE_HELD_REASON
@@ -117,11 +124,7 @@ async def test_the_requeue_that_failed_after_taking_effect_is_not_recovered_a_se
         ],
         requeue_fails=True,
     )
-    inp = make_input(queue, mode=Mode.ACTION)
-    async with Worker(env.client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
-        handle = await start(env, fakes, inp)
-        await handle.result()  # type: ignore[attr-defined]
-        history = await handle.fetch_history()  # type: ignore[attr-defined]
+    history = await run_to_end(env, fakes, make_input(queue, mode=Mode.ACTION))
     assert fakes.scheduler_calls == ["requeue_hold", "release"], fakes.scheduler_calls
     assert [a.advice.action.value for a in fakes.advice] == ["requeue"], fakes.advice
     assert EventType.ALLOCATION_RESTARTED in fakes.events and EventType.COMPLETED in fakes.events
