@@ -36,6 +36,11 @@ class ControlActivities:
 
     @activity.defn(name=c.ATTRIBUTE)
     async def attribute(self, inp: c.AttributeInput) -> Verdict:
+        # Heartbeats let a killed worker's attribute be retried within seconds, not its whole timeout.
+        async with heartbeating():
+            return await self._attribute(inp)
+
+    async def _attribute(self, inp: c.AttributeInput) -> Verdict:
         verdict = attribute(inp.findings, inp.job)
         if job_is_running(inp.job) and not verdict.fatal:
             # Safety clause 2: no evidence shows the running job failing; no service may make it fatal.

@@ -12,8 +12,8 @@ from temporalio import activity
 
 @contextlib.asynccontextmanager
 async def heartbeating() -> AsyncIterator[None]:
-    """No-op when the activity was scheduled without a heartbeat timeout."""
-    timeout = activity.info().heartbeat_timeout
+    """No-op when the activity was scheduled without a heartbeat timeout (or is called as a plain method)."""
+    timeout = activity.info().heartbeat_timeout if activity.in_activity() else None
     if not timeout:
         yield
         return

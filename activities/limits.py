@@ -16,6 +16,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.heartbeat import heartbeating
 from trainguard import contracts as c
 from trainguard.api.temporal_control import cluster_workflow_id
 from trainguard.policy.limits import GrantResult
@@ -35,6 +36,11 @@ class LimitsActivities:
 
     @activity.defn(name=c.GRANT_ACTIONS)
     async def grant_actions(self, inp: c.GrantInput) -> GrantResult:
+        # Heartbeats let a killed worker's grant_actions be retried within seconds, not its whole timeout.
+        async with heartbeating():
+            return await self._grant_actions(inp)
+
+    async def _grant_actions(self, inp: c.GrantInput) -> GrantResult:
         """Ask until ClusterWatch decides: a request told to settle sleeps here, not in the workflow."""
         handle = self.temporal.get_workflow_handle(cluster_workflow_id(inp.cluster))
         attempt = activity.info().attempt if activity.in_activity() else 1

@@ -445,3 +445,17 @@ async def run_worker(settings: Settings, queues: Sequence[str], *, start_cluster
         log.info("worker shutting down")
         stopper.cancel()
         await rt.shutdown()
+        await _settle_leftover_tasks()
+
+
+async def _settle_leftover_tasks() -> None:
+    """Cancel and await what shutdown left running (a Slurm query whose SSH channel the close just ended):
+    its error is expected at shutdown, not an "unhandled exception during asyncio.run() shutdown" traceback.
+    Only for the process's own loop: run_worker is the `trainguard worker` process's main coroutine."""
+    current = asyncio.current_task()
+    leftover = [t for t in asyncio.all_tasks() if t is not current]
+    for task in leftover:
+        task.cancel()
+    for result in await asyncio.gather(*leftover, return_exceptions=True):
+        if isinstance(result, Exception):
+            log.debug("at shutdown: %s", result)

@@ -137,6 +137,7 @@ class FailurePipeline(ActionExecutor):
             result_type=Verdict,
             task_queue=self.cfg.control_queue,
             start_to_close_timeout=timedelta(seconds=self.cfg.decision_timeout_s),
+            heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
             retry_policy=RetryPolicy(maximum_attempts=3),
             summary=story.attribute_summary(self.inp.workload.job_id, self.carry.phase.attempt_restarts),
         )
@@ -211,6 +212,7 @@ class FailurePipeline(ActionExecutor):
             result_type=lim.GrantResult,
             task_queue=self.cfg.control_queue,
             start_to_close_timeout=timedelta(seconds=limits.storm_settle_s + 30),
+            heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
             summary=story.grant_summary(self.inp.workload.job_id, advice.attempt),
         )
@@ -252,6 +254,7 @@ class FailurePipeline(ActionExecutor):
             result_type=c.FleetContext,
             task_queue=self.cfg.control_queue,
             start_to_close_timeout=timedelta(seconds=30),
+            heartbeat_timeout=timedelta(seconds=self.cfg.step_heartbeat_timeout_s),
             retry_policy=AUDIT_RETRY,
             summary=story.fleet_summary(self.inp.workload.job_id),
         )
