@@ -298,11 +298,11 @@ class JobWatcher:
                     return result(ObservationKind.PROGRESS, job)
                 if prev is not None and _changed(prev, job):
                     return result(ObservationKind.STATE_CHANGE, job)
-                if prev is None and (job.restart_count > phase.attempt_restarts or job.state in FINISHED):
-                    return result(ObservationKind.STATE_CHANGE, job)
-                if prev is None and job.nodes:
-                    # The workflow knows no allocation of this job yet: tell it now, not at the slice's end.
-                    # If Slurm requeues the job (pending, no nodes) its exclusion can only name these.
+                # A job with nodes: the workflow knows no allocation of it yet; tell it now, not at the
+                # slice's end (requeued by Slurm, pending with no nodes, only these can be excluded).
+                if prev is None and (
+                    job.nodes or job.restart_count > phase.attempt_restarts or job.state in FINISHED
+                ):
                     return result(ObservationKind.STATE_CHANGE, job)
                 if now >= deadline:
                     return result(ObservationKind.SLICE_END, job)
