@@ -504,14 +504,22 @@ async def run(args: argparse.Namespace) -> Report:
         if replica is not None and replica.poll() is None:
             replica.kill()
             replica.wait()
-        if runtime is not None:
-            await runtime.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if store is not None:
-            store.close()
-        await asyncio.to_thread(server.stop)
+        await stop_bench(runtime, tasks, store, server)
+
+
+async def stop_bench(
+    runtime: Runtime | None, tasks: list[asyncio.Task[None]], store: AuditStore | None, server: LocalTemporal
+) -> None:
+    """Workers first (their shutdown hands activities back), then the load the benchmark drives, the audit
+    store and the dev server: what a benchmark started, whatever failed part-way."""
+    if runtime is not None:
+        await runtime.shutdown()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if store is not None:
+        store.close()
+    await asyncio.to_thread(server.stop)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -38,7 +38,7 @@ from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest
 from temporalio.client import Client
 
 from bench.common import Dist, cancel_on_signals, current_rss_mib, fmt, free_port, table
-from bench.scale import CLUSTER, MeteredTemporal, detection_latencies, server_requests
+from bench.scale import CLUSTER, MeteredTemporal, detection_latencies, server_requests, stop_bench
 from bench.simcluster import SimFiles, SimJob, SimSlurm, SimWorkloads, opt_in_comment
 from trainguard.audit.store import AuditStore
 from trainguard.models import Mode
@@ -381,14 +381,7 @@ async def run(args: argparse.Namespace) -> Summary:
             heartbeats_per_workload_hour=beats / args.workloads / hours if hours > 0 else float("nan"),
         )
     finally:
-        if runtime is not None:
-            await runtime.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if store is not None:
-            store.close()
-        await asyncio.to_thread(server.stop)
+        await stop_bench(runtime, tasks, store, server)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -60,6 +60,7 @@ APP = Finding(
     fatal=True,
     line="KeyError: 'input_ids'",
 )
+NODE_FAIL = XID.model_copy(update={"pattern_id": "slurm.node_fail", "line": "node node2 DOWN"})
 
 
 def obs(

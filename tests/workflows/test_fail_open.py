@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from tests.workflows.fakes import XID, FakeActivities, job, obs
+from tests.workflows.fakes import NODE_FAIL, XID, FakeActivities, job, obs
 from tests.workflows.test_job_recovery import make_input
 from trainguard import contracts as c
 from trainguard.models import (
@@ -32,7 +32,6 @@ from trainguard.models import (
 from workflows.job_recovery import REQUEUE_HELD_REASON, JobRecoveryWorkflow
 
 K = ObservationKind
-NODE_FAIL = XID.model_copy(update={"pattern_id": "slurm.node_fail", "line": "node node2 DOWN"})
 
 
 async def replays(env: WorkflowEnvironment, history: WorkflowHistory) -> None:

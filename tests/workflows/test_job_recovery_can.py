@@ -24,7 +24,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, W
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
-from tests.workflows.fakes import XID, FakeActivities, job, obs
+from tests.workflows.fakes import NODE_FAIL, FakeActivities, job, obs
 from tests.workflows.test_job_recovery import make_input
 from trainguard import contracts as c
 from trainguard.localstack.temporal import LocalTemporal
@@ -40,7 +40,6 @@ from trainguard.models import (
 from workflows.job_recovery import JobRecoveryWorkflow
 
 K = ObservationKind
-NODE_FAIL = XID.model_copy(update={"pattern_id": "slurm.node_fail", "line": "node node2 DOWN"})
 HISTORIES = os.path.join(os.path.dirname(__file__), "histories")
 
 
@@ -67,6 +66,20 @@ class GatedFlushes(FakeActivities):
             await self.release.get()
         self.stored += inp.events
         return await super().record_events(inp)
+
+
+async def _start(
+    client: Client, inp: c.JobRecoveryInput, queue: str
+) -> tuple[
+    WorkflowHandle[JobRecoveryWorkflow, object], str, WorkflowHandle[JobRecoveryWorkflow, WorkloadStatus]
+]:
+    """The first run's handle and id, and a handle that follows continue-as-new to the latest run."""
+    handle: WorkflowHandle[JobRecoveryWorkflow, object] = await client.start_workflow(
+        JobRecoveryWorkflow.run, inp, id=f"wf-{uuid.uuid4()}", task_queue=queue
+    )
+    first_run = handle.result_run_id
+    assert first_run is not None
+    return handle, first_run, client.get_workflow_handle_for(JobRecoveryWorkflow.run, handle.id)
 
 
 async def _until_status(
@@ -110,12 +123,7 @@ async def test_continue_as_new_mid_recovery_keeps_every_signal_update_and_event(
     inp = make_input(queue, mode=Mode.ACTION)
     reloaded = inp.config.model_copy(update={"watch_slice_s": 900.0})
     async with Worker(client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
-        handle: WorkflowHandle[JobRecoveryWorkflow, object] = await client.start_workflow(
-            JobRecoveryWorkflow.run, inp, id=f"wf-{uuid.uuid4()}", task_queue=queue
-        )
-        first_run = handle.result_run_id
-        assert first_run is not None
-        latest = client.get_workflow_handle_for(JobRecoveryWorkflow.run, handle.id)
+        handle, first_run, latest = await _start(client, inp, queue)
 
         # Held, excluded, released: the flush of the last step is in flight.
         assert await asyncio.wait_for(fakes.entered.get(), 60) == "last-step"
@@ -203,12 +211,7 @@ async def test_a_paused_workload_continues_as_new(small_history_server: LocalTem
     fakes = GatedFlushes(script=[])  # the first watch never ends on its own
     inp = make_input(queue, mode=Mode.ACTION)
     async with Worker(client, task_queue=queue, workflows=[JobRecoveryWorkflow], activities=fakes.all()):
-        handle: WorkflowHandle[JobRecoveryWorkflow, object] = await client.start_workflow(
-            JobRecoveryWorkflow.run, inp, id=f"wf-{uuid.uuid4()}", task_queue=queue
-        )
-        first_run = handle.result_run_id
-        assert first_run is not None
-        latest = client.get_workflow_handle_for(JobRecoveryWorkflow.run, handle.id)
+        handle, first_run, latest = await _start(client, inp, queue)
         await _until_status(handle, lambda s: s.state.value == "watching", "watching")
         await handle.signal(JobRecoveryWorkflow.set_paused, PauseRequest(paused=True, who="op"))
         await _until_status(handle, lambda s: s.paused, "paused")
