@@ -163,6 +163,35 @@ def test_configmap_settings_load_into_trainguard_settings(chart: Path, tmp_path:
     assert any(v["name"] == "temporal-tls" for v in control["volumes"])
 
 
+def test_limits_and_the_node_log_source_reach_the_settings(chart: Path, tmp_path: Path) -> None:
+    """The cluster-wide safety limits and the per-node kernel-log source are set from the chart too (a
+    Helm-only site could not tighten the exclusion budget or follow Xids in its nodes' Loki streams)."""
+    defaults = Settings.model_validate(
+        yaml.safe_load(
+            objects(render(chart))[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"]
+        )
+    )
+    assert defaults.limits == Settings().limits  # the chart's defaults are the code's
+    assert (defaults.logs.node_log_label, defaults.logs.node_log_path) == ("", "")
+    overrides = {
+        "limits": {
+            "exclusionsPerHour": 3,
+            "stormAction": "wait",
+            "stormSettleSeconds": 2.5,
+            "enabled": False,
+        },
+        "logs": {"backend": "loki", "url": "https://loki:3100", "nodeLogLabel": "host"},
+    }
+    objs = objects(render(chart, values_file(tmp_path, overrides)))
+    settings = Settings.model_validate(
+        yaml.safe_load(objs[("ConfigMap", "tg-trainguard-config")]["data"]["trainguard.yaml"])
+    )
+    assert settings.limits.exclusions_per_hour == 3 and settings.limits.storm_action == "wait"
+    assert settings.limits.storm_settle_s == 2.5 and settings.limits.enabled is False
+    assert settings.limits.requeues_per_hour == 60  # an unset key keeps its default
+    assert settings.logs.node_log_label == "host"
+
+
 def test_production_values_use_external_db_and_existing_secrets(chart: Path) -> None:
     objs = objects(render(chart, CHART / "ci" / "production-values.yaml"))
     assert not [key for key in objs if key[0] == "Secret"]  # all secrets come from outside the chart
@@ -240,6 +269,9 @@ def test_without_monitoring_no_operator_objects(chart: Path, tmp_path: Path) -> 
         {"workers": {"metricsPort": 70000}},
         {"podMonitor": {"interval": "often"}},
         {"temporal": {"controlTaskQueue": "two words"}},
+        {"limits": {"stormAction": "panic"}},
+        {"limits": {"exclusionsPerHour": -1}},
+        {"limits": {"requeuePerHour": 5}},
     ],
 )
 def test_helm_refuses_values_outside_the_schema(chart: Path, tmp_path: Path, bad: dict[str, Any]) -> None:
