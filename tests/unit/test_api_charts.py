@@ -274,6 +274,13 @@ def test_charting_library_is_served_by_the_app_with_caching(store: AuditStore) -
     assert b"plotly.js v" in js.content[:200]
     again = api.get("/vendor/plotly.min.js", headers={"If-None-Match": js.headers["etag"]})
     assert again.status_code == 304
+    # compressed for a browser that accepts it (the client decodes it), whole for one that does not
+    assert js.headers["content-encoding"] == "gzip" and js.headers["vary"] == "Accept-Encoding"
+    assert int(js.headers["content-length"]) < len(js.content) / 2
+    plain = api.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.content == js.content
+    refused = api.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip;q=0, br"})
+    assert "content-encoding" not in refused.headers
     page = api.get("/").text
     assert '<script src="/vendor/plotly.min.js" defer></script>' in page
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing from another origin
