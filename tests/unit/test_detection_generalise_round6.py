@@ -149,3 +149,30 @@ def test_nccl_skipping_an_unreadable_link_attribute_stays_healthy() -> None:
         "0001:00:00.0/../max_link_speed, ignoring\n"
     )
     assert not classify_text(line).fatal
+
+
+def test_a_node_that_never_booted_attributes_srun_s_node_failure_to_infrastructure() -> None:
+    text = (
+        "srun: error: Node failure on q1-dy-p5-3\n"
+        "srun: error: Nodes q1-dy-p5-3 are still not ready\n"
+        "srun: error: Something is wrong with the boot of the nodes.\n"
+    )
+    r = classify_text(text)
+    assert (r.fatal, r.category, r.attribution) == (True, "slurm_node_failure", "infrastructure")
+    assert r.nodes == ["q1-dy-p5-3"]
+    assert "slurm_nodes_boot_failed" in r.pattern_ids
+
+
+def test_srun_s_boot_message_alone_is_a_node_that_never_booted() -> None:
+    r = classify_text("srun: error: Something is wrong with the boot of the nodes.\n")
+    assert (r.fatal, r.category, r.attribution) == (True, "slurm_node_failure", "infrastructure")
+
+
+def test_a_boot_failure_of_another_node_leaves_a_node_failure_on_the_node() -> None:
+    text = (
+        "srun: error: Node failure on gpu-12\n"
+        "[2024-03-01T10:30:00.512] node q1-dy-p5-3 not resumed by ResumeTimeout(1800) - marking down\n"
+    )
+    r = classify_text(text)
+    assert (r.category, r.attribution) == ("slurm_node_failure", "hardware")
+    assert r.nodes[0] == "gpu-12"
