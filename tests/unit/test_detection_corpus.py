@@ -40,9 +40,9 @@ TARGET_FATAL, TARGET_CATEGORY, TARGET_ATTRIBUTION = 0.97, 0.90, 0.80
 # fitted, so when the detector gets some of them wrong the floors must not be loosened to absorb them.
 HELDOUT_FLOOR_FATAL, HELDOUT_FLOOR_CATEGORY, HELDOUT_FLOOR_ATTRIBUTION = 0.93, 0.92, 0.90
 ROUND4_LAST_PUBLIC = 352
-# The whole held-out part as it stands (round 5: 92.7 / 90.9 / 88.4 % of 164; round 6: 93.6 / 91.3 /
-# 88.95 % of 172). Raised only to what was measured, never lowered.
-HELDOUT_ALL_FLOOR_FATAL, HELDOUT_ALL_FLOOR_CATEGORY, HELDOUT_ALL_FLOOR_ATTRIBUTION = 0.93, 0.91, 0.88
+# The whole held-out part as it stands (round 5: 92.7 / 90.9 / 88.4 % of 164; round 6: 93.7 / 91.4 /
+# 89.1 % of 174). Raised only to what was measured, never lowered.
+HELDOUT_ALL_FLOOR_FATAL, HELDOUT_ALL_FLOOR_CATEGORY, HELDOUT_ALL_FLOOR_ATTRIBUTION = 0.93, 0.91, 0.89
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
