@@ -40,18 +40,21 @@ TARGET_FATAL, TARGET_CATEGORY, TARGET_ATTRIBUTION = 0.97, 0.90, 0.80
 # fitted, so when the detector gets some of them wrong the floors must not be loosened to absorb them.
 HELDOUT_FLOOR_FATAL, HELDOUT_FLOOR_CATEGORY, HELDOUT_FLOOR_ATTRIBUTION = 0.93, 0.92, 0.90
 ROUND4_LAST_PUBLIC = 352
-# The whole held-out part as it stands (round 5: 92.7 / 90.9 / 88.4 % of 164).
-HELDOUT_ALL_FLOOR_FATAL, HELDOUT_ALL_FLOOR_CATEGORY, HELDOUT_ALL_FLOOR_ATTRIBUTION = 0.92, 0.90, 0.88
+# The whole held-out part as it stands (round 5: 92.7 / 90.9 / 88.4 % of 164; round 6: 93.7 / 91.4 /
+# 89.1 % of 174). Raised only to what was measured, never lowered.
+HELDOUT_ALL_FLOOR_FATAL, HELDOUT_ALL_FLOOR_CATEGORY, HELDOUT_ALL_FLOOR_ATTRIBUTION = 0.93, 0.91, 0.89
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
-# fixed, so this list can only shrink.
-KNOWN_HELDOUT_HEALTHY_CALLED_FATAL = frozenset({"pub371"})
+# fixed, so this list can only shrink. Round 6 emptied it: pub371 (an aws-ofi-nccl init failure with the
+# job training on over sockets) reads healthy since the plugin-fallback kind was learnt from a tuning
+# excerpt of it (pub373).
+KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset()
 
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 480
+    assert len(own) >= 500
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id

@@ -44,6 +44,11 @@ CASCADE_ONLY_CONFIDENCE = 0.45
 NAMED_RANK_CONFIDENCE = 0.7
 SILENT_RANK_CONFIDENCE = 0.6
 MISSING_RANK_PATTERN = "collective_missing_rank"
+# A node that never booted: srun gave up waiting for it, power saving's ResumeTimeout passed, or the cloud
+# could not launch its instance. Such a finding attributes a node failure reported for the same node.
+NEVER_BOOTED_PATTERNS = frozenset(
+    {"slurm_nodes_boot_failed", "cloud_node_resume_timeout", "cloud_node_launch_failed"}
+)
 SIGNAL_KILL_CONFIDENCE = 0.5
 WATCHED_CONFIDENCE = 0.6
 _WORK = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>[A-Z_]+)")
@@ -164,6 +169,23 @@ def _missing_rank(
     return first, nodes, SILENT_RANK_CONFIDENCE, why
 
 
+def _never_booted(decider: Finding, fatal: Sequence[Finding]) -> Finding | None:
+    """The boot failure that explains a node failure the scheduler blamed on the node's hardware.
+
+    srun reports `Node failure on X` for a node of a new allocation that never came up, before saying
+    it never booted; the boot failure (naming the same node, or no node: srun's `Something is wrong with
+    the boot of the nodes.` is about the job's own) says the node was never there to fail.
+    """
+    if decider.category != Category.SLURM_NODE_FAILURE or decider.attribution != Attribution.HARDWARE:
+        return None
+    for f in sorted(fatal, key=order_key):
+        if f.pattern_id in NEVER_BOOTED_PATTERNS and (
+            not f.nodes or not decider.nodes or set(f.nodes) & set(decider.nodes)
+        ):
+            return f
+    return None
+
+
 def _watched(findings: Sequence[Finding], why: str) -> Verdict:
     fatal = sorted((f for f in findings if f.fatal), key=order_key)
     first = fatal[0] if fatal else None
@@ -240,6 +262,11 @@ def attribute(
         summary = (
             f"signal kill (SIGKILL) with no OOM evidence, cause unknown, from {decider.pattern_id}{where}"
         )
+    booted = _never_booted(decider, fatal)
+    if booted is not None:
+        attribution = booted.attribution
+        summary = f"{decider.category.value} ({attribution.value}) from {decider.pattern_id}{where}"
+        summary += f"; the node never booted ({booted.pattern_id})"
     mismatch = () if initiating else _mismatched_collectives(fatal)
     missing = None if initiating or mismatch else _missing_rank(fatal, world_size, layout)
     nodes = _implicated(decider, fatal, node_of_rank)
