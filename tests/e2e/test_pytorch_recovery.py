@@ -146,6 +146,15 @@ def verdict_advice(events: list[AuditEventIn]) -> AuditEventIn:
     return found[0]
 
 
+async def wait_verdict(stack: Stack, ddp: DdpJob, timeout: float = 120.0) -> AuditEventIn:
+    """The advice that carries the verdict (`verdict_advice`), once it is recorded."""
+
+    def recorded() -> bool:
+        return any(e.event_type == EventType.ADVICE and e.evidence for e in stack.events(ddp.job.job_id))
+
+    return verdict_advice(await stack.wait_until(recorded, "the advice", timeout, ddp.job.job_id))
+
+
 def first(events: list[AuditEventIn], kind: EventType) -> AuditEventIn:
     found = [e for e in events if e.event_type == kind]
     assert found, [(e.event_type.value, e.message) for e in events]
@@ -431,15 +440,7 @@ async def test_observe_mode_advises_and_slurm_sees_no_change(stack: Stack, fault
         sampler = asyncio.create_task(sample_records(ddp, records))
         exits.callback(sampler.cancel)
         expected = await inject_observed(fault, stack, ddp, exits)
-        events = await stack.wait_until(
-            lambda: any(
-                e.event_type == EventType.ADVICE and e.evidence for e in stack.events(ddp.job.job_id)
-            ),
-            "the advice",
-            120,
-            ddp.job.job_id,
-        )
-        advice = verdict_advice(events)
+        advice = await wait_verdict(stack, ddp)
         assert advice.mode == "observe", advice
         assert advice.category == expected.category, advice.message
         assert advice.nodes == expected.nodes, (advice.nodes, expected.nodes, advice.message)
@@ -526,18 +527,10 @@ async def test_the_batch_hosts_death_is_slurms_node_failure_and_excludes_it(stac
     assert victim in expand_hostlist(record["NodeList"]), record
     stack.cluster.kill_node(victim)
     try:
-        events = await stack.wait_until(
-            lambda: any(
-                e.event_type == EventType.ADVICE and e.evidence for e in stack.events(ddp.job.job_id)
-            ),
-            "the advice",
-            120,
-            ddp.job.job_id,
-        )
-        advice = verdict_advice(events)
+        advice = await wait_verdict(stack, ddp)
         assert advice.category == "slurm_node_failure", advice.message
         assert victim in advice.nodes, (victim, advice.nodes)
-        events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=180)
+        await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=180)
         record = ddp.job.show()
         assert record["JobState"] == "COMPLETED"
         assert victim not in expand_hostlist(record["NodeList"])
@@ -557,16 +550,8 @@ async def test_a_full_checkpoint_filesystem_is_a_storage_fault_not_the_nodes(sta
     try:
         await ddp.wait_step(12)
         filler = fill(ddp.job.workdir / "ckpt")
-        events = await stack.wait_until(
-            lambda: any(
-                e.event_type == EventType.ADVICE and e.evidence for e in stack.events(ddp.job.job_id)
-            ),
-            "the advice",
-            120,
-            ddp.job.job_id,
-        )
+        advice = await wait_verdict(stack, ddp)
         filler.unlink()  # an operator frees space
-        advice = verdict_advice(events)
         assert (advice.category, advice.attribution) == ("storage_io", "infrastructure"), advice.message
         assert advice.nodes == (), advice.nodes
         assert "filesystem" in advice.message and "not the nodes' hardware" in advice.message, advice.message
