@@ -21,15 +21,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
 import shutil
 import signal
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -59,7 +61,7 @@ LOG_CRASHES = ("nccl_timeout", "xid", "exception")
 KINDS = (*LOG_CRASHES, "node_failure", "hang", "slow")
 # Real PyTorch (bench/pytorch_faults.py, --pytorch): log-visible crashes of a real job, and the rest.
 PT_LOG_CRASHES = ("pt_sigkill", "pt_exception")
-PT_KINDS = (*PT_LOG_CRASHES, "pt_sigstop", "pt_node_failure", "pt_xid_kernel")
+PT_KINDS = (*PT_LOG_CRASHES, "pt_sigstop", "pt_node_failure", "pt_xid_kernel", "pt_enospc")
 ALL_KINDS = (*KINDS, *PT_KINDS)
 
 # One fault per job; the plan is ordered so that the long hangs start first and overlap the rest.
@@ -133,6 +135,9 @@ class Result:
     # in the log, and fault -> TrainGuard's first signal (the watch's first fatal finding).
     launcher_line_s: float | None = None
     first_signal_s: float | None = None
+    # pt_exception: when the failing rank's process was gone (polled every 50 ms from its traceback on), so
+    # detection can be read from the crash as a process death as well as from the traceback.
+    rank_exit_at: float | None = None
     outcome: str = ""
     note: str = ""
 
@@ -141,6 +146,20 @@ class Result:
         if self.fault_at is None or self.detected_at is None:
             return None
         return self.detected_at - self.fault_at
+
+    @property
+    def rank_exit_s(self) -> float | None:
+        """Fault (the traceback) -> the failing rank's process gone."""
+        if self.fault_at is None or self.rank_exit_at is None:
+            return None
+        return self.rank_exit_at - self.fault_at
+
+    @property
+    def detection_after_exit_s(self) -> float | None:
+        """The failing rank's process gone -> detection recorded."""
+        if self.rank_exit_at is None or self.detected_at is None:
+            return None
+        return self.detected_at - self.rank_exit_at
 
     @property
     def productive_s(self) -> float | None:
@@ -168,6 +187,7 @@ class Bench:
         self.capacity = asyncio.Condition()
         self.tails: dict[str, Tail] = {}
         self.seq = 0
+        self._seq_lock = threading.Lock()  # submit() runs in threads, several at once
 
     async def tail_forever(self) -> None:
         while True:
@@ -199,10 +219,16 @@ class Bench:
             await asyncio.sleep(0.25)
         return None
 
+    def next_seq(self) -> int:
+        """This job's own number: two submits at once must not share a directory or a port."""
+        with self._seq_lock:
+            self.seq += 1
+            return self.seq
+
     def submit(self, kind: str) -> tuple[str, int]:
-        self.seq += 1
+        seq = self.next_seq()
         nodes = 1 if kind == "hang" else 2
-        jobdir = self.workdir / f"{self.seq:02d}-{kind}"
+        jobdir = self.workdir / f"{seq:02d}-{kind}"
         jobdir.mkdir(parents=True)
         fault_at = {"slow": 22, "hang": 14, "node_failure": 0}.get(kind, 12)
         env = {
@@ -246,6 +272,7 @@ class Bench:
             finally:
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(self.cluster._run, ["scancel", job_id], 10.0, False)
+                await self._finish(result)
             return result
         finally:
             await self._give_back(units)
@@ -253,10 +280,10 @@ class Bench:
     async def _follow(self, r: Result, fault_at: int) -> None:
         tail = self.tails[r.job_id]
         timeout = 420.0 if r.kind == "hang" else 180.0
-        killed = await self._inject(r, tail)
+        undo = await self._inject(r, tail)
         detection = await self.wait_event(r.job_id, EventType.DETECTION, timeout)
-        if killed is not None:
-            await asyncio.to_thread(self.cluster.restart_node, killed)
+        if undo is not None:
+            await asyncio.to_thread(undo)
         if r.fault_at is None:
             r.fault_at = self._fault_time(r.kind, tail, fault_at)
         if detection is None:
@@ -304,17 +331,25 @@ class Bench:
         advice = next(
             (e for e in reversed(events) if e.event_type == EventType.ADVICE and e.action != "hold"), None
         )
-        r.outcome = (end.event_type.value if end else "timeout") + (f" ({advice.action})" if advice else "")
+        # the advice's category too: it can differ from the detection's top finding (pt_enospc: the
+        # RuntimeError torch.save raised is detected, the full filesystem is the verdict)
+        verdict = f" ({advice.action} {advice.category})" if advice else ""
+        r.outcome = (end.event_type.value if end else "timeout") + verdict
         if resumed is not None and r.productive_at is None:
             r.note = "resumed, but the benchmark did not see the restart line"
 
     attempt_rx = ATTEMPT
 
-    async def _inject(self, r: Result, tail: Tail) -> str | None:
-        """Faults from outside the job; returns the node killed (restarted after detection)."""
+    async def _inject(self, r: Result, tail: Tail) -> Callable[[], object] | None:
+        """Faults from outside the job; returns what to undo once the fault is detected (a killed node is
+        restarted, a full filesystem freed) so that the requeued attempt can run."""
         if r.kind == "node_failure":
-            return await self._kill_second_node(r, tail)
+            victim = await self._kill_second_node(r, tail)
+            return functools.partial(self.cluster.restart_node, victim)
         return None
+
+    async def _finish(self, r: Result) -> None:
+        """After the job is cancelled: whatever the fault left behind."""
 
     async def _kill_second_node(self, r: Result, tail: Tail) -> str:
         deadline = time.monotonic() + 120
@@ -396,6 +431,8 @@ def detail(results: Sequence[Result]) -> str:
             r.job_id,
             fmt(r.detection_s or float("nan")),
             fmt(r.launcher_line_s if r.launcher_line_s is not None else float("nan")),
+            fmt(r.rank_exit_s if r.rank_exit_s is not None else float("nan")),
+            fmt(r.detection_after_exit_s if r.detection_after_exit_s is not None else float("nan")),
             fmt(r.first_signal_s if r.first_signal_s is not None else float("nan")),
             r.category,
             fmt(r.first_action_s if r.first_action_s is not None else float("nan")),
@@ -414,6 +451,8 @@ def detail(results: Sequence[Result]) -> str:
             "job",
             "detect s",
             "srun s",
+            "exit s",
+            "exit>det s",
             "1st sig s",
             "category",
             "1st act s",
@@ -445,6 +484,24 @@ def verdicts(results: Sequence[Result], step_s: float) -> list[str]:
         out.append(
             f"real PyTorch log-visible crashes: detection p50 {fmt(d.p50)} s (target <= 2), "
             f"p95 {fmt(d.p95)} s (target <= 5)"
+        )
+    exc = [r for r in results if r.kind == "pt_exception" and r.rank_exit_s is not None]
+    if exc:
+        tb = Dist.of([r.detection_s for r in exc if r.detection_s is not None])
+        ex = Dist.of([r.detection_after_exit_s for r in exc if r.detection_after_exit_s is not None])
+        gone = Dist.of([r.rank_exit_s for r in exc if r.rank_exit_s is not None])
+        out.append(
+            f"real PyTorch exception, measured from the failing rank's process exit: detection p50 "
+            f"{fmt(ex.p50)} s, p95 {fmt(ex.p95)} s, max {fmt(ex.max)} s (from its traceback: p50 "
+            f"{fmt(tb.p50)}, p95 {fmt(tb.p95)}, max {fmt(tb.max)}; traceback -> exit p50 {fmt(gone.p50)}, "
+            f"max {fmt(gone.max)})"
+        )
+    full = [r.detection_s for r in results if r.kind == "pt_enospc" and r.detection_s is not None]
+    if full:
+        d = Dist.of(full)
+        out.append(
+            f"checkpoint filesystem full: detection p50 {fmt(d.p50)} s, p95 {fmt(d.p95)} s, max "
+            f"{fmt(d.max)} s from the moment it was full (includes the job's wait for its next checkpoint)"
         )
     a = Dist.of(act)
     out.append(f"action (detection -> release confirmed by Slurm): p50 {fmt(a.p50)} s (target <= 2)")

@@ -3,23 +3,34 @@ outside the job, timed the same way as the simulator's rows.
 
 Fault time, per kind: the os.kill of one rank (pt_sigkill, pt_sigstop), the first traceback line of the
 ValueError (pt_exception, first attempt only), the kill of a node's slurmd and steps (pt_node_failure),
-the write of an Xid line into the node's kernel log (pt_xid_kernel).
+the write of an Xid line into the node's kernel log (pt_xid_kernel), the moment another writer has filled
+the checkpoint directory's filesystem (pt_enospc: a 1 MiB tmpfs named in the opt-in comment as
+`checkpoint_dir`; the space is freed right after detection so the requeued attempt can resume, and the
+filesystem is unmounted at the end).
+
+pt_exception also times the failing rank's process exit (its pid polled every 50 ms from the traceback
+on): detection can then be read from the crash as a process death as well as from the traceback. That is
+a measurement only: a traceback alone is not evidence enough to touch a running job.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import os
 import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.latency import PT_KINDS, Bench, Result, Tail  # every DDP job takes 2 of the 4 nodes (2 units)
 from trainguard.audit.store import AuditStore
 from trainguard.localstack.slurm import LocalSlurmCluster
+from trainguard.localstack.tmpfs import fill, mount_tmpfs, unmount
 
 REPO = Path(__file__).resolve().parents[1]
 DDP_SBATCH = REPO / "examples" / "ddp_train.sbatch"
@@ -29,6 +40,9 @@ DDP_PROGRESS = re.compile(r"^step (\d+)/")
 DDP_ATTEMPT = re.compile(r"^ddp: job \d+ attempt (\d+) on (\S+)")
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 FAULT_STEP = 12
+FAULT_RANK = 1  # the rank that raises (examples/ddp_train.py's DDP_FAULT_RANK default)
+CKPT_FS_BYTES = 1 << 20  # a few of the tiny model's checkpoints, then full
+EXIT_POLL_S = 0.05
 PORT_OFFSET = int(os.environ.get("TG_TEST_PORT_OFFSET", "0"))
 
 
@@ -50,17 +64,19 @@ class PyTorchBench(Bench):
         super().__init__(cluster, store, workdir, step_s=step_s, nccl_delay_s=nccl_delay_s)
         self.node_logs = node_logs
         self.pid_dirs: dict[str, Path] = {}
+        self.ckpt_fs: dict[str, Path] = {}  # pt_enospc: the tmpfs mounted for the job
+        self.exit_watches: dict[str, asyncio.Task[None]] = {}
 
     def submit(self, kind: str) -> tuple[str, int]:
-        self.seq += 1
-        jobdir = self.workdir / f"{self.seq:02d}-{kind}"
+        seq = self.next_seq()
+        jobdir = self.workdir / f"{seq:02d}-{kind}"
         jobdir.mkdir(parents=True)
         env = {
             **os.environ,
             "DDP_PYTHON": sys.executable,
             "DDP_SCRIPT": str(DDP_SCRIPT),
             "DDP_MASTER_ADDR": "127.0.0.1",
-            "DDP_MASTER_PORT": str(10000 + (self.seq * 10 + PORT_OFFSET) % 20000),  # below ephemeral ports
+            "DDP_MASTER_PORT": str(10000 + (seq * 10 + PORT_OFFSET) % 20000),  # below ephemeral ports
             "DDP_STEPS": str(FAULT_STEP + 20),
             "DDP_STEP_S": str(self.step_s),
             "DDP_CKPT_EVERY": "5",
@@ -76,7 +92,11 @@ class PyTorchBench(Bench):
                 "DDP_FAULT_AT": str(FAULT_STEP),
                 "DDP_FAULT_ONCE": str(jobdir / "fired"),
             }
-        comment = json.dumps({"trainguard": {"environment": "bench", "mode": "action"}})
+        optin: dict[str, str] = {"environment": "bench", "mode": "action"}
+        if kind == "pt_enospc":
+            mount_tmpfs(jobdir / "ckpt", CKPT_FS_BYTES)
+            optin["checkpoint_dir"] = str(jobdir / "ckpt")
+        comment = json.dumps({"trainguard": optin})
         argv = [
             f"--chdir={jobdir}",
             f"--job-name=bench-{kind}",
@@ -86,7 +106,14 @@ class PyTorchBench(Bench):
             f"--comment={comment}",
             str(DDP_SBATCH),
         ]
-        job_id = self.cluster.sbatch(argv, env=env)
+        try:
+            job_id = self.cluster.sbatch(argv, env=env)
+        except Exception:
+            if kind == "pt_enospc":
+                unmount(jobdir / "ckpt")
+            raise
+        if kind == "pt_enospc":
+            self.ckpt_fs[job_id] = jobdir / "ckpt"
         self.tails[job_id] = Tail(jobdir / f"ddp-{job_id}.out", progress_rx=DDP_PROGRESS)
         self.pid_dirs[job_id] = jobdir / "pids"
         return job_id, FAULT_STEP
@@ -103,12 +130,19 @@ class PyTorchBench(Bench):
         pid, node, _ = (self.pid_dirs[job_id] / f"rank{rank}.pid").read_text().split()
         return int(pid), node
 
-    async def _inject(self, r: Result, tail: Tail) -> str | None:
+    async def _inject(self, r: Result, tail: Tail) -> Callable[[], object] | None:
         if r.kind == "pt_node_failure":
-            return await self._kill_second_node(r, tail)
+            victim = await self._kill_second_node(r, tail)
+            return functools.partial(self.cluster.restart_node, victim)
         if r.kind == "pt_exception":
+            self.exit_watches[r.job_id] = asyncio.create_task(self._watch_rank_exit(r, tail))
             return None
         await self._at_step(tail, FAULT_STEP)
+        if r.kind == "pt_enospc":
+            filler = await asyncio.to_thread(fill, self.ckpt_fs[r.job_id])
+            r.fault_at = time.time()  # full from here on: the next checkpoint write fails
+            r.note = "checkpoint filesystem filled from outside"
+            return functools.partial(filler.unlink, missing_ok=True)  # an operator frees the space
         pid, node = self._rank(r.job_id, 2)
         if r.kind == "pt_xid_kernel":
             kern = self.node_logs / node / "kern.log"
@@ -124,8 +158,41 @@ class PyTorchBench(Bench):
         r.note = f"{'SIGKILL' if r.kind == 'pt_sigkill' else 'SIGSTOP'} rank 2 on {node}"
         return None
 
+    async def _watch_rank_exit(self, r: Result, tail: Tail) -> None:
+        """From the traceback on, poll the failing rank's pid until its process is gone (or a zombie)."""
+        deadline = time.monotonic() + 180
+        while tail.first(TRACEBACK) is None:
+            if time.monotonic() > deadline:
+                return
+            await asyncio.sleep(EXIT_POLL_S)
+        pid, _ = self._rank(r.job_id, FAULT_RANK)  # written at the attempt's start, before the traceback
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                r.rank_exit_at = time.time()
+                return
+            await asyncio.sleep(EXIT_POLL_S)
+
+    async def _finish(self, r: Result) -> None:
+        watch = self.exit_watches.pop(r.job_id, None)
+        if watch is not None:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+        ckpt = self.ckpt_fs.pop(r.job_id, None)
+        if ckpt is not None:
+            await asyncio.to_thread(unmount, ckpt)
+
     def _fault_time(self, kind: str, tail: Tail, fault_at: int) -> float | None:
         if kind == "pt_exception":
             found = tail.first(TRACEBACK)
             return found[0] if found else None
         return None
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an exited rank its slurmstepd has not reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import pytest
 from tests.e2e.stack import NODE_LOGS, PORT_OFFSET, PROMETHEUS_PORT, REPO, Stack, SubmittedJob
 from trainguard.gpumetrics.sim_exporter import GpuFleet, SimExporter
 from trainguard.localstack.prometheus import LocalPrometheus
+from trainguard.localstack.tmpfs import fill, mount_tmpfs, unmount
 from trainguard.models import AuditEventIn, EventType
 from trainguard.slurm.hostlist import expand_hostlist
 
@@ -99,11 +99,7 @@ def submit_ddp(
     workdir.mkdir(parents=True)
     extra: dict[str, str] = {}
     if ckpt_fs_bytes is not None:
-        (workdir / "ckpt").mkdir()
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={ckpt_fs_bytes}", "tmpfs", str(workdir / "ckpt")],
-            check=True,
-        )
+        mount_tmpfs(workdir / "ckpt", ckpt_fs_bytes)
         extra["checkpoint_dir"] = str(workdir / "ckpt")
     pid_dir = workdir / "pids"
     defaults = {
@@ -139,21 +135,7 @@ def submit_ddp(
 
 
 def unmount_ckpt_fs(ddp: DdpJob) -> None:
-    subprocess.run(["umount", "-l", str(ddp.job.workdir / "ckpt")], check=False)
-
-
-def fill(directory: Path) -> Path:
-    """Another writer fills the filesystem (a neighbour's dump on shared scratch): write until ENOSPC."""
-    filler = directory / "filler.bin"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError as err:
-        assert err.errno == errno.ENOSPC, err
-    finally:
-        os.close(fd)
-    return filler
+    unmount(ddp.job.workdir / "ckpt")
 
 
 def verdict_advice(events: list[AuditEventIn]) -> AuditEventIn:
@@ -162,6 +144,15 @@ def verdict_advice(events: list[AuditEventIn]) -> AuditEventIn:
     found = [e for e in events if e.event_type == EventType.ADVICE and e.evidence]
     assert found, [(e.event_type.value, e.message) for e in events]
     return found[0]
+
+
+async def wait_verdict(stack: Stack, ddp: DdpJob, timeout: float = 120.0) -> AuditEventIn:
+    """The advice that carries the verdict (`verdict_advice`), once it is recorded."""
+
+    def recorded() -> bool:
+        return any(e.event_type == EventType.ADVICE and e.evidence for e in stack.events(ddp.job.job_id))
+
+    return verdict_advice(await stack.wait_until(recorded, "the advice", timeout, ddp.job.job_id))
 
 
 def first(events: list[AuditEventIn], kind: EventType) -> AuditEventIn:
@@ -241,8 +232,7 @@ async def test_a_node_dying_mid_step_waits_for_slurm_then_excludes_it(stack: Sta
         resumed = re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
         assert resumed and int(resumed.group(1)) >= 10, ddp.text()[-2000:]
     finally:
-        stack.cluster.restart_node(victim)
-        stack.cluster._run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"], check=False)
+        revive(stack, victim)
 
 
 async def test_the_same_exception_after_requeue_stops_retrying(stack: Stack) -> None:
@@ -261,12 +251,15 @@ async def test_the_same_exception_after_requeue_stops_retrying(stack: Stack) -> 
     assert record.get("ExcNodeList") in ("(null)", None)
 
 
-@pytest.mark.pytorch_full
-async def test_a_gpu_fault_in_the_kernel_log_and_dcgm_excludes_that_node(stack: Stack) -> None:
-    """A GPU fault delivered where it really appears: node2's kernel log and the DCGM metrics (a real
-    Prometheus scraping the simulated dcgm-exporter), not the job's stdout. The watch follows the kernel
-    logs of the job's nodes and reads the metrics once the failure starts; both are attributed to that
-    node and this job, the node is excluded and the job resumes elsewhere from its checkpoint."""
+def revive(stack: Stack, node: str) -> None:
+    """A node killed by a test comes back (slurmd restarted, Slurm told to use it again)."""
+    stack.cluster.restart_node(node)
+    stack.cluster._run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=False)
+
+
+@contextlib.asynccontextmanager
+async def dcgm_prometheus(stack: Stack) -> AsyncIterator[tuple[SimExporter, LocalPrometheus]]:
+    """The DCGM metrics as in production: a real Prometheus scraping a (simulated) dcgm-exporter."""
     exporter = SimExporter(GpuFleet(["node1", "node2", "node3", "node4"], gpus_per_node=1)).start()
     prom = LocalPrometheus(
         stack.workdir / "prometheus",
@@ -276,29 +269,7 @@ async def test_a_gpu_fault_in_the_kernel_log_and_dcgm_excludes_that_node(stack: 
     )
     try:
         prom.start()
-        ddp = submit_ddp(stack, mode="action", steps=40)
-        await ddp.wait_step(12)
-        _, bad = ddp.rank(2)  # the job's second node
-        exporter.fleet.inject(bad, 0, "xid", 79)
-        await _prometheus_shows_xid(prom.url, bad)
-        kern = NODE_LOGS / bad / "kern.log"
-        kern.parent.mkdir(parents=True, exist_ok=True)
-        with kern.open("ab") as fh:
-            fh.write(
-                f"Nov 30 21:40:01 {bad} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, "
-                "GPU has fallen off the bus.\n".encode()
-            )
-        events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=150)
-        detection = first(events, EventType.DETECTION)
-        assert any("NVRM: Xid" in line for line in detection.evidence), detection.evidence
-        assert any("DCGM_FI_DEV_XID_ERRORS" in line for line in detection.evidence), detection.evidence
-        advice = verdict_advice(events)
-        assert advice.category == "gpu_hardware" and advice.nodes == (bad,), advice.message
-        record = ddp.job.show()
-        assert record["JobState"] == "COMPLETED" and record["ExcNodeList"] == bad
-        assert bad not in expand_hostlist(record["NodeList"])
-        assert "Xid" not in ddp.text()  # the job's own output never carried it
-        assert re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
+        yield exporter, prom
     finally:
         prom.stop()
         exporter.stop()
@@ -313,6 +284,43 @@ async def _prometheus_shows_xid(url: str, node: str, timeout: float = 30.0) -> N
                 return
         await asyncio.sleep(0.2)
     raise AssertionError(f"Prometheus never showed the Xid of {node}")
+
+
+async def inject_gpu_fault(exporter: SimExporter, prom: LocalPrometheus, bad: str) -> None:
+    """An Xid 79 where it really appears: the DCGM metrics (seen by Prometheus) and the node's kernel log."""
+    exporter.fleet.inject(bad, 0, "xid", 79)
+    await _prometheus_shows_xid(prom.url, bad)
+    kern = NODE_LOGS / bad / "kern.log"
+    kern.parent.mkdir(parents=True, exist_ok=True)
+    with kern.open("ab") as fh:
+        fh.write(
+            f"Nov 30 21:40:01 {bad} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python3, "
+            "GPU has fallen off the bus.\n".encode()
+        )
+
+
+@pytest.mark.pytorch_full
+async def test_a_gpu_fault_in_the_kernel_log_and_dcgm_excludes_that_node(stack: Stack) -> None:
+    """A GPU fault delivered where it really appears: node2's kernel log and the DCGM metrics (a real
+    Prometheus scraping the simulated dcgm-exporter), not the job's stdout. The watch follows the kernel
+    logs of the job's nodes and reads the metrics once the failure starts; both are attributed to that
+    node and this job, the node is excluded and the job resumes elsewhere from its checkpoint."""
+    async with dcgm_prometheus(stack) as (exporter, prom):
+        ddp = submit_ddp(stack, mode="action", steps=40)
+        await ddp.wait_step(12)
+        _, bad = ddp.rank(2)  # the job's second node
+        await inject_gpu_fault(exporter, prom, bad)
+        events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=150)
+        detection = first(events, EventType.DETECTION)
+        assert any("NVRM: Xid" in line for line in detection.evidence), detection.evidence
+        assert any("DCGM_FI_DEV_XID_ERRORS" in line for line in detection.evidence), detection.evidence
+        advice = verdict_advice(events)
+        assert advice.category == "gpu_hardware" and advice.nodes == (bad,), advice.message
+        record = ddp.job.show()
+        assert record["JobState"] == "COMPLETED" and record["ExcNodeList"] == bad
+        assert bad not in expand_hostlist(record["NodeList"])
+        assert "Xid" not in ddp.text()  # the job's own output never carried it
+        assert re.search(r"^resumed from step (\d+)", ddp.text(), re.M)
 
 
 @pytest.mark.pytorch_full
@@ -334,6 +342,125 @@ async def test_torchrun_sigkill_in_observe_mode_advises_and_never_touches_slurm(
     assert advice.category not in ("killed_oom_host", "python_exception"), advice.message
     assert not [e for e in stack.events(ddp.job.job_id) if e.event_type == EventType.ACTION]
     assert "Root Cause" in ddp.text() and node in ("node1", "node2")
+
+
+OBSERVE_FAULTS = ("exception", "sigstop", "kill_node", "enospc", "xid_kernel")
+TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT"})
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What observe mode must show for one fault: the advice's category and nodes, and where Slurm alone
+    leaves the job (`states`, `restarts`). `stopped_pid`: a rank that must still be stopped (the hang);
+    `slurm_says`: a line slurmctld's own log must show (who made a change that Slurm's record shows)."""
+
+    category: str
+    nodes: tuple[str, ...]
+    states: frozenset[str] = TERMINAL
+    restarts: str = "0"
+    stopped_pid: int | None = None
+    slurm_says: str = ""
+
+
+def submit_observed(fault: str, stack: Stack, exits: contextlib.AsyncExitStack) -> DdpJob:
+    env = {"DDP_FAULT": "exception", "DDP_FAULT_AT": "12"} if fault == "exception" else None
+    ddp = submit_ddp(
+        stack, mode="observe", steps=40, env=env, ckpt_fs_bytes=1 << 20 if fault == "enospc" else None
+    )
+    if fault == "enospc":
+        exits.callback(unmount_ckpt_fs, ddp)  # last: after the job is gone
+    exits.callback(stack.cluster._run, ["scancel", ddp.job.job_id], check=False)
+    return ddp
+
+
+async def inject_observed(
+    fault: str, stack: Stack, ddp: DdpJob, exits: contextlib.AsyncExitStack
+) -> Observed:
+    """The same faults from outside as the action-mode tests above, at step 12."""
+    if fault == "exception":  # the job's own, at step 12: an application error names no node
+        await ddp.wait_step(5)
+        return Observed("python_exception", (), states=frozenset({"FAILED"}))
+    if fault == "xid_kernel":
+        exporter, prom = await exits.enter_async_context(dcgm_prometheus(stack))
+    await ddp.wait_step(12)
+    second = expand_hostlist(ddp.job.show()["NodeList"])[1]
+    if fault == "sigstop":
+        pid, _ = ddp.rank(1)
+        os.kill(pid, signal.SIGSTOP)
+        exits.callback(_signal_quietly, pid, signal.SIGCONT)  # before the scancel: never left stopped
+        return Observed("hang", (), states=frozenset({"RUNNING"}), stopped_pid=pid)
+    if fault == "kill_node":
+        stack.cluster.kill_node(second)
+        exits.callback(revive, stack, second)
+        # The batch job asked for --requeue: Slurm itself requeues it on the node's failure (Restarts 1;
+        # its log says so), and the next attempt runs on the nodes left and resumes from its checkpoint.
+        # Nobody excluded the dead node (it is DOWN until revived), and nobody held the requeued job,
+        # which action mode does until the exclusion is set.
+        return Observed(
+            "slurm_node_failure",
+            (second,),
+            states=frozenset({"COMPLETED"}),
+            restarts="1",
+            slurm_says=f"requeue job JobId={ddp.job.job_id} due to failure of node {second}",
+        )
+    if fault == "enospc":
+        filler = fill(ddp.job.workdir / "ckpt")
+        exits.callback(filler.unlink, missing_ok=True)
+        return Observed("storage_io", (), states=frozenset({"FAILED"}))
+    await inject_gpu_fault(exporter, prom, second)
+    return Observed("gpu_hardware", (second,), states=frozenset({"COMPLETED"}))
+
+
+def _signal_quietly(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+async def sample_records(ddp: DdpJob, into: list[dict[str, str]]) -> None:
+    """Slurm's record of the job every 0.5 s, so a hold that came and went is seen too."""
+    while True:
+        into.append(await asyncio.to_thread(ddp.job.show))
+        await asyncio.sleep(0.5)
+
+
+def held(record: dict[str, str]) -> bool:
+    return record.get("Priority") == "0" or "Held" in record.get("Reason", "")
+
+
+@pytest.mark.pytorch_full
+@pytest.mark.parametrize("fault", OBSERVE_FAULTS)
+async def test_observe_mode_advises_and_slurm_sees_no_change(stack: Stack, fault: str) -> None:
+    """Observe mode on a real DDP job (srun, 2 nodes x 2 ranks) for each fault from outside: the advice is
+    recorded with mode "observe" and the same category and nodes as in action mode, no ACTION event is
+    written, and Slurm's record shows nothing TrainGuard did: never held, no ExcNodeList, Restarts as
+    Slurm itself leaves them, the job ending (or still running, for the hang) as it would without us."""
+    async with contextlib.AsyncExitStack() as exits:
+        ddp = submit_observed(fault, stack, exits)
+        records: list[dict[str, str]] = []
+        sampler = asyncio.create_task(sample_records(ddp, records))
+        exits.callback(sampler.cancel)
+        expected = await inject_observed(fault, stack, ddp, exits)
+        advice = await wait_verdict(stack, ddp)
+        assert advice.mode == "observe", advice
+        assert advice.category == expected.category, advice.message
+        assert advice.nodes == expected.nodes, (advice.nodes, expected.nodes, advice.message)
+        await stack.wait_job_state(ddp.job, set(expected.states), timeout=180)
+        await asyncio.sleep(3)  # time for a late action to show
+        record = ddp.job.show()
+        assert not sampler.done(), sampler  # it sampled throughout: "never held" was watched
+        sampler.cancel()
+        assert record["JobState"] in expected.states, record
+        assert record["Restarts"] == expected.restarts, record
+        assert record.get("ExcNodeList") in ("(null)", None), record
+        assert not [r for r in [*records, record] if held(r)], [r for r in records if held(r)][:1]
+        actions = [e for e in stack.events(ddp.job.job_id) if e.event_type == EventType.ACTION]
+        assert not actions, [(e.action, e.message) for e in actions]
+        if expected.slurm_says:
+            ctld_log = (stack.cluster.log_dir / "slurmctld.log").read_text(errors="replace")
+            assert expected.slurm_says in ctld_log, expected.slurm_says
+        if expected.stopped_pid is not None:  # the hang: left as it was, the rank still stopped
+            stat = Path(f"/proc/{expected.stopped_pid}/stat").read_text()
+            assert stat.rsplit(")", 1)[1].split()[0] == "T", stat
 
 
 async def stop_bursts(pid: int, stopped_s: float, running_s: float, until: asyncio.Event) -> None:
@@ -400,26 +527,17 @@ async def test_the_batch_hosts_death_is_slurms_node_failure_and_excludes_it(stac
     assert victim in expand_hostlist(record["NodeList"]), record
     stack.cluster.kill_node(victim)
     try:
-        events = await stack.wait_until(
-            lambda: any(
-                e.event_type == EventType.ADVICE and e.evidence for e in stack.events(ddp.job.job_id)
-            ),
-            "the advice",
-            120,
-            ddp.job.job_id,
-        )
-        advice = verdict_advice(events)
+        advice = await wait_verdict(stack, ddp)
         assert advice.category == "slurm_node_failure", advice.message
         assert victim in advice.nodes, (victim, advice.nodes)
-        events = await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=180)
+        await stack.wait_for_event(ddp.job.job_id, EventType.COMPLETED, timeout=180)
         record = ddp.job.show()
         assert record["JobState"] == "COMPLETED"
         assert victim not in expand_hostlist(record["NodeList"])
         assert victim in expand_hostlist(record["ExcNodeList"])
         assert re.search(r"^resumed from step (\d+)", ddp.text(), re.M), ddp.text()[-2000:]
     finally:
-        stack.cluster.restart_node(victim)
-        stack.cluster._run(["scontrol", "update", f"NodeName={victim}", "State=RESUME"], check=False)
+        revive(stack, victim)
 
 
 @pytest.mark.pytorch_full
@@ -432,16 +550,8 @@ async def test_a_full_checkpoint_filesystem_is_a_storage_fault_not_the_nodes(sta
     try:
         await ddp.wait_step(12)
         filler = fill(ddp.job.workdir / "ckpt")
-        events = await stack.wait_until(
-            lambda: any(
-                e.event_type == EventType.ADVICE and e.evidence for e in stack.events(ddp.job.job_id)
-            ),
-            "the advice",
-            120,
-            ddp.job.job_id,
-        )
+        advice = await wait_verdict(stack, ddp)
         filler.unlink()  # an operator frees space
-        advice = verdict_advice(events)
         assert (advice.category, advice.attribution) == ("storage_io", "infrastructure"), advice.message
         assert advice.nodes == (), advice.nodes
         assert "filesystem" in advice.message and "not the nodes' hardware" in advice.message, advice.message
