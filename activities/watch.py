@@ -108,6 +108,9 @@ class _Progress:
     findings: list[Finding] = field(default_factory=list)
     first_signal_at: float | None = None
     settle_until: float | None = None
+    # The stall's probe of the batch host's slurmd: (node, why) when it did not answer.
+    probed: bool = False
+    silent_batch_host: tuple[str, str] | None = None
 
 
 class JobWatcher:
@@ -241,6 +244,20 @@ class JobWatcher:
                 # wait then runs out and the stall decides instead of the dead node).
                 if hang is not None and not any(f.pattern_id == hang.pattern_id for f in state.findings):
                     self._collect(state, [hang], now, 0.0)
+                if hang is not None and not hang.cascade and not state.probed:
+                    # A stall with nothing in the log is also what the death of the node running srun
+                    # looks like (srun dies with it, so no line is printed). Ask that node's slurmd; if it
+                    # does not answer, the decision waits (bounded) for Slurm's verdict on the node.
+                    state.probed = True
+                    state.silent_batch_host = await self.client.silent_batch_host(job.job_id)
+                    if state.silent_batch_host is not None:
+                        log.warning(
+                            "job %s stalled and the slurmd of its batch host %s does not answer (%s): "
+                            "waiting up to %.0f s for Slurm's verdict on the node",
+                            job.job_id,
+                            *state.silent_batch_host,
+                            self.slurm_verdict_wait_s,
+                        )
             if not phase.failure_handled:
                 sched = scheduler_findings(job, self.cache.nodes, prev)
                 if prev is not None and _requeued_by_slurm(job, prev, phase):
@@ -410,8 +427,9 @@ class JobWatcher:
         signal. Two cases: the job is still RUNNING and no finding shows it failing (srun reports a
         killed rank a moment before it tears the step down; a running job is only touched on evidence
         that it fails), or every fatal finding is a cascade and one says a peer was lost (the peer's
-        node may have died, which only Slurm can tell). Slurm ending the job, or marking one of its
-        nodes down, arrives as a scheduler finding and ends the wait.
+        node may have died, which only Slurm can tell), or the job stalled and the slurmd of its batch
+        host does not answer (the same). Slurm ending the job, or marking one of its nodes down, arrives
+        as a scheduler finding and ends the wait.
         A launcher's verdict that a rank died (srun's `task 2: Killed`) shows the job failing without
         waiting for srun's teardown, unless training went on after it (a script that retries its step,
         or a step that is not the training): then Slurm decides."""
@@ -424,6 +442,9 @@ class JobWatcher:
         # A lost peer stops everyone's progress too: the hang it causes does not decide either.
         deciding = [f for f in fatal if not f.cascade and f.source != FindingSource.PROGRESS]
         if not deciding and any(f.pattern_id in PEER_LOSS_PATTERNS for f in fatal):
+            return True
+        # Nor does a stall whose batch host's slurmd is silent: the node may be dead, which Slurm decides.
+        if not deciding and state.silent_batch_host is not None:
             return True
         if not job_is_running(job):
             return False

@@ -101,6 +101,11 @@ class SlurmAccess(ABC):
         """Who cancelled the job, when Slurm records it (accounting); "" when not known."""
         return ""
 
+    async def silent_batch_host(self, job_id: str) -> tuple[str, str] | None:
+        """(node, why) when the slurmd running the job's batch step does not answer; None when it does or
+        this access cannot ask (slurmrestd has no step-stat request)."""
+        return None
+
     async def close(self) -> None:
         """Release connections; the base holds none."""
         return None

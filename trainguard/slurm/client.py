@@ -22,6 +22,7 @@ from trainguard.slurm.access import (
 from trainguard.slurm.errors import AmbiguousOutputError, SlurmReportedError
 from trainguard.slurm.formats import detect_format, parse_jobs, parse_nodes, uses_data_parser
 from trainguard.slurm.formats.sacct_text import accounting_configured, parse_sacct_job
+from trainguard.slurm.formats.sstat_text import node_not_answering
 from trainguard.slurm.parsers import load_document, parse_scontrol_job, parse_scontrol_nodes
 from trainguard.slurm.runner import CommandError, CommandResult, Runner
 from trainguard.slurm.states import ACTIVE_STATES, NEVER_REQUEUE_STATES
@@ -53,6 +54,8 @@ TRANSIENT_MARKERS = (
     "Insane message length",
 )
 QUERY_TIMEOUT_S = 30.0
+# sstat waits MessageTimeout (10 s by default) for a slurmd that does not answer; past this, no claim.
+PROBE_TIMEOUT_S = 25.0
 CANCELLED_BY = re.compile(r"CANCELLED by (\S+)")
 DETAIL_CHUNK = 200  # job ids per `squeue -j` detail read (argv stays short)
 ACTION_TIMEOUT_S = 20.0
@@ -275,6 +278,14 @@ class SlurmClient(SlurmAccess):
             if match:
                 return match.group(1)
         return ""
+
+    async def silent_batch_host(self, job_id: str) -> tuple[str, str] | None:
+        try:
+            result = await self.runner.run(commands.sstat_batch(job_id), timeout=PROBE_TIMEOUT_S)
+        except (CommandError, TimeoutError) as err:  # no sstat, SSH down: not known, so no claim
+            log.debug("sstat probe of job %s failed: %s", job_id, err)
+            return None
+        return node_not_answering(result.stderr)
 
     async def _set_excluded(self, job_id: str, nodes: Sequence[str]) -> None:
         await self._act(commands.scontrol_set_excluded(job_id, nodes))

@@ -105,6 +105,12 @@ def sacct_job(job: str) -> list[str]:
     return [*SCONTROL_ENV, "sacct", "-X", "-n", "-P", "-j", job_id(job), f"--format={','.join(SACCT_FIELDS)}"]
 
 
+def sstat_batch(job: str) -> list[str]:
+    """Asks the slurmd of the node that runs the job's batch script (and srun) for the batch step's
+    stats: a live slurmd answers at once, a dead one fails after MessageTimeout. A read, changes nothing."""
+    return ["sstat", "-j", f"{job_id(job)}.batch", "--noheader", "-P", "-o", "JobID"]
+
+
 def scontrol_requeuehold(job: str) -> list[str]:
     return ["scontrol", "requeuehold", job_id(job)]
 
