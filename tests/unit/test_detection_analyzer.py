@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainguard.detection.analyzer import MAX_FINDINGS_PER_KEY, MAX_LINE_BYTES, LogAnalyzer
+from trainguard.detection.catalog import parse_catalog
 from trainguard.models import Category
 
 WATCHDOG = (
@@ -105,3 +108,37 @@ def test_progress_state_resumes_across_analyzers() -> None:
     assert b.progress.last_iteration == 3 and b.progress_lines == 0
     assert b.check_hang(4.0) is None
     assert b.check_hang(3.0 + 10_000) is not None
+
+
+XID_LINE = b"node2: NVRM: Xid (PCI:0000:3b:00): 79, pid=7, name=python3, GPU has fallen off the bus.\n"
+
+
+def test_analyzers_share_one_compiled_index_per_catalog() -> None:
+    """Every watch start builds an analyzer: the compiled keyword index is built once per process and
+    catalog (it cost ~35 ms of CPU each, seconds at a takeover of thousands of watches)."""
+    first, second = LogAnalyzer(), LogAnalyzer()
+    assert first._prefilter is second._prefilter and first._kw_sigs is second._kw_sigs
+    own = parse_catalog(
+        "signatures:\n"
+        " - {id: only_mine, regex: 'zzz fatal', keywords: [zzz], category: hang, attribution: none}\n"
+    )
+    mine = LogAnalyzer(catalog=own)
+    assert mine._prefilter is not first._prefilter
+    assert [f.pattern_id for f in mine.feed(b"zzz fatal\n", now=0.0)] == ["only_mine"]
+    assert not mine.feed(XID_LINE, now=0.0)  # the built-in catalog's keywords are not in its index
+    assert LogAnalyzer().feed(XID_LINE, now=0.0)  # ... and the built-in index still has them
+
+
+def test_a_shared_index_scans_from_many_threads_at_once() -> None:
+    """The index is shared, so its matcher must be safe to use from several threads (hyperscan scratch
+    space is per thread)."""
+    expected = [f.pattern_id for f in LogAnalyzer().feed(XID_LINE * 3, now=0.0)]
+
+    def scan(_: int) -> bool:
+        return all(
+            [f.pattern_id for f in LogAnalyzer().feed(XID_LINE * 3, now=0.0)] == expected for _ in range(50)
+        )
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        agreed = list(pool.map(scan, range(16)))
+    assert expected and all(agreed)
