@@ -26,6 +26,7 @@ from trainguard.models import (
     JobSnapshot,
     LogCursor,
     NodeSnapshot,
+    Observation,
     ObservationKind,
     WorkloadId,
 )
@@ -578,73 +579,66 @@ async def test_a_stall_after_a_lost_peer_still_waits_for_slurms_verdict_on_the_n
     assert down and down[0].nodes == ("node2",)
 
 
-async def _train_then_stop(world: World, node_dies_after_s: float | None) -> None:
+async def _stall(
+    silent: tuple[str, str] | None, node_dies_after_s: float | None, wait_s: float
+) -> tuple[World, Observation, float]:
     """Steps, then the log stops with no line at all (srun died with its node, or every rank stalled);
-    Slurm marks node1 (the batch host) not responding after `node_dies_after_s`, if given."""
-    for i in range(1, 8):
-        world.log += f"step {i}/100 loss 0.5 (0.05 s/it)\n".encode()
-        await asyncio.sleep(0.05)
-    if node_dies_after_s is not None:
-        await asyncio.sleep(node_dies_after_s)
-        world.nodes = (
-            NodeSnapshot(name="node1", state="down", flags=("NOT_RESPONDING",)),
-            NodeSnapshot(name="node2", state="allocated"),
-        )
+    Slurm marks node1 (the batch host) not responding after `node_dies_after_s`, if given. Returns the
+    world, the watch's observation and how long the watch took."""
+    world = World(job=running(num_tasks=4), silent_batch_host=silent)
+    world.nodes = world.nodes[:2]
+
+    async def train_then_stop() -> None:
+        for i in range(1, 8):
+            world.log += f"step {i}/100 loss 0.5 (0.05 s/it)\n".encode()
+            await asyncio.sleep(0.05)
+        if node_dies_after_s is not None:
+            await asyncio.sleep(node_dies_after_s)
+            world.nodes = (
+                NodeSnapshot(name="node1", state="down", flags=("NOT_RESPONDING",)),
+                NodeSnapshot(name="node2", state="allocated"),
+            )
+
+    job = asyncio.create_task(train_then_stop())
+    config = ProgressConfig(hang_floor_s=0.3, hang_factor=2.0)
+    started = time.monotonic()
+    result = await watcher(world, progress_config=config, slurm_verdict_wait_s=wait_s).watch(
+        inp(slice_s=20.0, settle_s=0.05), lambda *a: None
+    )
+    await job
+    return world, result.observation, time.monotonic() - started
+
+
+SILENT = ("node1", "Communication connection failure")
 
 
 async def test_a_silent_stall_whose_batch_host_does_not_answer_waits_for_slurms_verdict() -> None:
     """The node running srun dies: no line reaches the log, progress just stops, and the hang detector
     fires before Slurm calls the node dead. Its slurmd does not answer sstat, so the decision waits for
     Slurm's verdict, which names the node (and decides: a node failure, not a hang)."""
-    world = World(job=running(num_tasks=4), silent_batch_host=("node1", "Communication connection failure"))
-    world.nodes = world.nodes[:2]
-    job = asyncio.create_task(_train_then_stop(world, node_dies_after_s=1.5))
-    config = ProgressConfig(hang_floor_s=0.3, hang_factor=2.0)
-    started = time.monotonic()
-    result = await watcher(world, progress_config=config, slurm_verdict_wait_s=30.0).watch(
-        inp(slice_s=20.0, settle_s=0.05), lambda *a: None
-    )
-    await job
-    assert 1.5 <= time.monotonic() - started < 10.0  # it waited for Slurm, not the 30 s bound
-    assert world.probes == 1
-    obs = result.observation
-    assert obs.kind == ObservationKind.FAILURE
+    world, obs, took = await _stall(SILENT, node_dies_after_s=1.5, wait_s=30.0)
+    assert 1.5 <= took < 10.0  # it waited for Slurm, not the 30 s bound
+    assert world.probes == 1 and obs.kind == ObservationKind.FAILURE
     down = [f for f in obs.findings if f.category == Category.SLURM_NODE_FAILURE]
     assert down and down[0].nodes == ("node1",)
 
 
 async def test_a_silent_stall_with_an_answering_batch_host_is_a_hang_at_once() -> None:
     """A stopped rank (SIGSTOP): every slurmd answers, so the hang decides without waiting for Slurm."""
-    world = World(job=running(num_tasks=4))
-    world.nodes = world.nodes[:2]
-    job = asyncio.create_task(_train_then_stop(world, node_dies_after_s=None))
-    config = ProgressConfig(hang_floor_s=0.3, hang_factor=2.0)
-    started = time.monotonic()
-    result = await watcher(world, progress_config=config, slurm_verdict_wait_s=30.0).watch(
-        inp(slice_s=20.0, settle_s=0.05), lambda *a: None
-    )
-    await job
-    assert time.monotonic() - started < 5.0 and world.probes == 1
-    hang = [f for f in result.observation.findings if f.category == Category.HANG]
-    assert result.observation.kind == ObservationKind.FAILURE and hang and not hang[0].cascade
+    world, obs, took = await _stall(None, node_dies_after_s=None, wait_s=30.0)
+    assert took < 5.0 and world.probes == 1
+    hang = [f for f in obs.findings if f.category == Category.HANG]
+    assert obs.kind == ObservationKind.FAILURE and hang and not hang[0].cascade
 
 
 async def test_the_wait_for_a_silent_batch_host_is_bounded() -> None:
     """Production Slurm may take SlurmdTimeout (300 s) to call the node dead: past slurm_verdict_wait_s
     the hang decides (a requeue without exclusion; Slurm's DOWN state keeps the job off the node)."""
-    world = World(job=running(num_tasks=4), silent_batch_host=("node1", "Communication connection failure"))
-    world.nodes = world.nodes[:2]
-    job = asyncio.create_task(_train_then_stop(world, node_dies_after_s=None))
-    config = ProgressConfig(hang_floor_s=0.3, hang_factor=2.0)
-    started = time.monotonic()
-    result = await watcher(world, progress_config=config, slurm_verdict_wait_s=1.0).watch(
-        inp(slice_s=20.0, settle_s=0.05), lambda *a: None
-    )
-    await job
-    assert 1.0 <= time.monotonic() - started < 6.0
-    hang = [f for f in result.observation.findings if f.category == Category.HANG]
-    assert result.observation.kind == ObservationKind.FAILURE and hang and not hang[0].cascade
-    assert not [f for f in result.observation.findings if f.category == Category.SLURM_NODE_FAILURE]
+    _, obs, took = await _stall(SILENT, node_dies_after_s=None, wait_s=1.0)
+    assert 1.0 <= took < 6.0
+    hang = [f for f in obs.findings if f.category == Category.HANG]
+    assert obs.kind == ObservationKind.FAILURE and hang and not hang[0].cascade
+    assert not [f for f in obs.findings if f.category == Category.SLURM_NODE_FAILURE]
 
 
 async def test_a_stall_with_only_collective_timeouts_stays_a_hang() -> None:
