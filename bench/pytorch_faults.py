@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bench.latency import PT_KINDS, Bench, Result, Tail  # every DDP job takes 2 of the 4 nodes (2 units)
 from trainguard.audit.store import AuditStore
-from trainguard.localstack.slurm import LocalSlurmCluster
+from trainguard.localstack.slurm import LocalSlurmCluster, is_alive
 from trainguard.localstack.tmpfs import fill, mount_tmpfs, unmount
 
 REPO = Path(__file__).resolve().parents[1]
@@ -167,7 +167,7 @@ class PyTorchBench(Bench):
             await asyncio.sleep(EXIT_POLL_S)
         pid, _ = self._rank(r.job_id, FAULT_RANK)  # written at the attempt's start, before the traceback
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not is_alive(pid):  # a zombie (exited, not yet reaped by slurmstepd) counts as gone
                 r.rank_exit_at = time.time()
                 return
             await asyncio.sleep(EXIT_POLL_S)
@@ -187,12 +187,3 @@ class PyTorchBench(Bench):
             found = tail.first(TRACEBACK)
             return found[0] if found else None
         return None
-
-
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie (an exited rank its slurmstepd has not reaped yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -7,7 +7,7 @@ import os
 import subprocess
 
 from bench.latency import Result, detail, verdicts
-from bench.pytorch_faults import _alive
+from trainguard.localstack.slurm import is_alive
 
 
 def test_detection_is_read_from_the_traceback_and_from_the_ranks_exit() -> None:
@@ -32,13 +32,13 @@ def test_a_full_filesystem_has_its_own_line() -> None:
 
 
 def test_a_reaped_process_is_gone_and_a_zombie_counts_as_exited() -> None:
-    assert _alive(os.getpid())
+    assert is_alive(os.getpid())
     done = subprocess.Popen(["true"])
     done.wait()
-    assert not _alive(done.pid)
+    assert not is_alive(done.pid)
     zombie = subprocess.Popen(["true"])
     try:
         os.waitid(os.P_PID, zombie.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
-        assert not _alive(zombie.pid)
+        assert not is_alive(zombie.pid)
     finally:
         zombie.wait()
