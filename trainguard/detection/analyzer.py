@@ -16,7 +16,7 @@ from trainguard.detection import collectives
 from trainguard.detection.catalog import PRIORITY_GENERIC, Catalog, Signature, load_catalog
 from trainguard.detection.locate import locate, valid_node_name
 from trainguard.detection.normalize import Normalized, normalize
-from trainguard.detection.prefilter import Prefilter, shared_prefilter
+from trainguard.detection.prefilter import Prefilter
 from trainguard.detection.progress import (
     ProgressConfig,
     ProgressTracker,
@@ -102,7 +102,7 @@ def _keyword_index(catalog: Catalog, progress_keywords: tuple[str, ...]) -> _Key
                 sigs[position[kw]].append(i)
     progress_set = set(progress_keywords)
     index = _KeywordIndex(
-        prefilter=shared_prefilter(keywords),
+        prefilter=Prefilter(keywords),
         kw_sigs=tuple(tuple(s) for s in sigs),
         kw_progress=tuple(kw in progress_set for kw in keywords),
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from functools import lru_cache
 from typing import Any
 
 _hs: Any
@@ -117,10 +116,3 @@ class Prefilter:
                 end = len(data)
             last_end = end
             yield start, end
-
-
-@lru_cache(maxsize=16)
-def shared_prefilter(keywords: tuple[str, ...]) -> Prefilter:
-    """One compiled prefilter per keyword set and process: compiling the catalog's ~700 keywords takes
-    ~20 ms of CPU, paid by every watch start (thousands at a takeover) when each built its own."""
-    return Prefilter(keywords)
