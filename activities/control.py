@@ -11,7 +11,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeating, heartbeats
 from trainguard import contracts as c
 from trainguard import failpoints, telemetry
 from trainguard.attribution.rules import attribute
@@ -35,12 +35,8 @@ class ControlActivities:
         self.attribution = attribution
 
     @activity.defn(name=c.ATTRIBUTE)
+    @heartbeats
     async def attribute(self, inp: c.AttributeInput) -> Verdict:
-        # Heartbeats let a killed worker's attribute be retried within seconds, not its whole timeout.
-        async with heartbeating():
-            return await self._attribute(inp)
-
-    async def _attribute(self, inp: c.AttributeInput) -> Verdict:
         verdict = attribute(inp.findings, inp.job)
         if job_is_running(inp.job) and not verdict.fatal:
             # Safety clause 2: no evidence shows the running job failing; no service may make it fatal.

@@ -7,7 +7,7 @@ import asyncio
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeats
 from trainguard import contracts as c
 from trainguard.audit.store import AuditStore
 from trainguard.models import ArrayTaskFailure, Attribution, AuditEventIn, Category, EventType, NodeIncident
@@ -52,12 +52,8 @@ class FleetActivities:
         self.store = store
 
     @activity.defn(name=c.FLEET_CONTEXT)
+    @heartbeats
     async def fleet_context(self, inp: c.FleetInput) -> c.FleetContext:
-        # Heartbeats let a killed worker's fleet_context be retried within seconds, not its whole timeout.
-        async with heartbeating():
-            return await self._fleet_context(inp)
-
-    async def _fleet_context(self, inp: c.FleetInput) -> c.FleetContext:
         try:
             return await asyncio.to_thread(self._sync, inp)
         except Exception as err:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import ParamSpec, TypeVar
 
 from temporalio import activity
 
@@ -31,3 +33,18 @@ async def heartbeating() -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def heartbeats(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """The whole activity runs inside `heartbeating()` (put it under `@activity.defn`)."""
+
+    @functools.wraps(fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        async with heartbeating():
+            return await fn(*args, **kwargs)
+
+    return run

@@ -16,7 +16,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeats
 from trainguard import contracts as c
 from trainguard.api.temporal_control import cluster_workflow_id
 from trainguard.policy.limits import GrantResult
@@ -35,12 +35,8 @@ class LimitsActivities:
         self.in_flight = asyncio.Semaphore(max_in_flight)
 
     @activity.defn(name=c.GRANT_ACTIONS)
+    @heartbeats
     async def grant_actions(self, inp: c.GrantInput) -> GrantResult:
-        # Heartbeats let a killed worker's grant_actions be retried within seconds, not its whole timeout.
-        async with heartbeating():
-            return await self._grant_actions(inp)
-
-    async def _grant_actions(self, inp: c.GrantInput) -> GrantResult:
         """Ask until ClusterWatch decides: a request told to settle sleeps here, not in the workflow."""
         handle = self.temporal.get_workflow_handle(cluster_workflow_id(inp.cluster))
         attempt = activity.info().attempt if activity.in_activity() else 1
