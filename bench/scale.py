@@ -82,8 +82,15 @@ BILLED = {
 class MeteredTemporal(LocalTemporal):
     """The dev server with its Prometheus endpoint on, to count heartbeat requests."""
 
-    def __init__(self, base_dir: Path, *, port: int, metrics_port: int, db_file: Path | None) -> None:
-        super().__init__(base_dir, port=port, ui_port=None, db_file=db_file)
+    def __init__(
+        self, base_dir: Path, *, port: int, metrics_port: int, db_file: Path | None, history_cache: int = 0
+    ) -> None:
+        # The dev server runs one history shard, whose mutable-state cache holds 512 workflows by default;
+        # a production server has hundreds of shards, each with its own 512. Past 512 running workflows
+        # every workflow update re-reads its state from SQLite (GetWorkflowExecution, ~90 ms under load at
+        # 10,000), which is the dev server's limit, not TrainGuard's.
+        dynamic = {"history.cacheMaxSize": str(history_cache)} if history_cache else None
+        super().__init__(base_dir, port=port, ui_port=None, db_file=db_file, dynamic_config=dynamic)
         self.metrics_port = metrics_port
 
     def argv(self) -> list[str]:
@@ -138,6 +145,44 @@ async def wait_started(client: Client, n: int, timeout: float) -> float:
     raise TimeoutError(f"only {count} of {n} workflows started within {timeout:.0f} s")
 
 
+async def wait_watched(
+    runtime: Runtime, replica_file: Path | None, n: int, timeout: float, since: float
+) -> tuple[float, int]:
+    """Seconds (from `since`) until N watches run across the two cluster workers, and how many ran then.
+
+    A workflow that runs is not yet a watched workload: its first workflow task, audit flush and first
+    watch come after. The survivor's own set and the count the replica writes every 2 s are summed."""
+    cluster = runtime.cluster
+    assert cluster is not None
+    deadline = time.monotonic() + timeout
+    last_print = 0.0
+    watched = 0
+    while True:
+        theirs = 0
+        if replica_file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                theirs = int(replica_file.read_text() or 0)
+        watched = len(cluster.watched) + theirs
+        now = time.monotonic()
+        if watched >= n or now >= deadline:
+            return now - since, watched
+        if now - last_print >= 30:
+            print(f"  {watched} of {n} watches running after {now - since:.0f} s", flush=True)
+            last_print = now
+        await asyncio.sleep(1.0)
+
+
+async def report_watched(runtime: Runtime, path: Path) -> None:
+    """The replica's side of wait_watched: how many watches run in this process, every 2 s."""
+    cluster = runtime.cluster
+    assert cluster is not None
+    while True:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(str(len(cluster.watched)))
+        tmp.replace(path)
+        await asyncio.sleep(2.0)
+
+
 async def history_costs(
     client: Client, workflow_ids: Sequence[str], since: float, until: float
 ) -> Counter[str]:
@@ -178,6 +223,8 @@ class Report:
     workloads: int
     db: str
     start_s: float
+    watched_s: float
+    watched: int
     window_s: float
     fault_window_s: float
     fault_worker_cores: float
@@ -208,6 +255,12 @@ class Report:
             [
                 "start-up: all workflows running after",
                 f"{self.start_s:.0f} s ({self.workloads / self.start_s:.0f}/s)",
+            ],
+            [
+                "start-up: every workload's watch running after",
+                f"{self.watched_s:.0f} s"
+                if self.watched >= self.workloads
+                else f"not reached: {self.watched} of {self.workloads} after {self.watched_s:.0f} s",
             ],
             [
                 "healthy window (no faults) / fault window",
@@ -298,9 +351,11 @@ def make_sim(args: argparse.Namespace, submit_time: int) -> tuple[SimSlurm, SimW
 
 
 def start_replica(
-    args: argparse.Namespace, base: Path, address: str, submit_time: int
+    args: argparse.Namespace, base: Path, address: str, submit_time: int, audit_url: str
 ) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "bench.scale", "--replica", "--address", address]
+    argv += ["--replica-queues", args.replica_queues, "--audit-url", audit_url]
+    argv += ["--watched-file", str(base / "replica-watched")]
     argv += ["--submit-time", str(submit_time), "--workloads", str(args.workloads), "--seed", str(args.seed)]
     argv += ["--interval", *(str(v) for v in args.interval), "--poll-interval", str(args.poll_interval)]
     argv += ["--slice", str(args.slice), "--heartbeat-timeout", str(args.heartbeat_timeout)]
@@ -311,16 +366,22 @@ def start_replica(
 
 
 async def run_replica(args: argparse.Namespace) -> None:
-    """The second cluster worker: cluster queue only, over its own replica of the simulated cluster."""
-    settings = scale_settings(args, args.address, "sqlite://")
+    """The second worker process, over its own replica of the simulated cluster: a cluster worker, and
+    (`--replica-queues control,cluster`, the default) a control worker sharing the workflows' tasks,
+    writing to the same audit store."""
+    queues = tuple(q for q in args.replica_queues.split(",") if q)
+    settings = scale_settings(args, args.address, args.audit_url or "sqlite://")
     sim, workloads = make_sim(args, args.submit_time)
-    task = asyncio.create_task(workloads.run())  # progress lines only: faulting stays off
     client = await connect(settings)
-    runtime = build_workers(client, settings, queues=("cluster",), slurm=sim)
+    runtime = build_workers(client, settings, queues=queues, slurm=sim)
+    tasks = [asyncio.create_task(workloads.run())]  # progress lines only: faulting stays off
+    if args.watched_file:
+        tasks.append(asyncio.create_task(report_watched(runtime, Path(args.watched_file))))
     try:
         await asyncio.gather(*runtime.start())
     finally:
-        task.cancel()
+        for task in tasks:
+            task.cancel()
         await runtime.shutdown()
 
 
@@ -425,7 +486,14 @@ async def run(args: argparse.Namespace) -> Report:
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     db_file = base / "temporal.db" if args.db_file else None
-    server = MeteredTemporal(base / "temporal", port=free_port(), metrics_port=free_port(), db_file=db_file)
+    history_cache = args.history_cache if args.history_cache is not None else max(512, 2 * args.workloads)
+    server = MeteredTemporal(
+        base / "temporal",
+        port=free_port(),
+        metrics_port=free_port(),
+        db_file=db_file,
+        history_cache=history_cache,
+    )
     runtime: Runtime | None = None
     replica: subprocess.Popen[bytes] | None = None
     loss: Loss | None = None
@@ -444,11 +512,17 @@ async def run(args: argparse.Namespace) -> Report:
         if args.cluster_workers > 1:
             # The second cluster worker is its own process, over a replica of the simulated cluster (same
             # jobs; no faults while it lives), so it can be SIGKILLed like a lost machine.
-            replica = start_replica(args, base, server.address, submit_time)
+            replica = start_replica(args, base, server.address, submit_time, audit_url)
             await wait_for_peer(runtime, timeout=120)  # so the watches spread over both workers
         await ensure_cluster_watch(client, settings)
+        began = time.monotonic()
         start_s = await wait_started(client, args.workloads, timeout=args.start_timeout)
         print(f"{args.workloads} workflows running after {start_s:.0f} s", flush=True)
+        replica_file = base / "replica-watched" if replica is not None else None
+        watched_s, watched = await wait_watched(
+            runtime, replica_file, args.workloads, timeout=max(0.0, args.start_timeout - start_s), since=began
+        )
+        print(f"{watched} of {args.workloads} watches running after {watched_s:.0f} s", flush=True)
         await asyncio.sleep(args.warmup)
         # Healthy window first (no faults): what monitoring alone costs; then the fault window.
         before = await take(server)
@@ -480,6 +554,8 @@ async def run(args: argparse.Namespace) -> Report:
             workloads=args.workloads,
             db="SQLite file" if db_file else "in memory",
             start_s=start_s,
+            watched_s=watched_s,
+            watched=watched,
             window_s=window,
             fault_window_s=fault_window,
             faults=len(faults),
@@ -531,6 +607,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=float, default=20.0)
     p.add_argument("--drain", type=float, default=20.0)
     p.add_argument("--db-file", action="store_true", help="dev server on a SQLite file instead of in memory")
+    p.add_argument(
+        "--history-cache",
+        type=int,
+        help="the dev server's history.cacheMaxSize (default: twice the workloads; 0 keeps Temporal's 512)",
+    )
     p.add_argument("--faults-per-hour", type=float, default=0.5, help="per workload, in the fault window")
     p.add_argument(
         "--interval",
@@ -559,6 +640,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     # internal: run as the replica cluster worker of a benchmark (see start_replica)
     p.add_argument("--replica", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--address", help=argparse.SUPPRESS)
+    p.add_argument("--audit-url", help=argparse.SUPPRESS)
+    p.add_argument("--watched-file", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--replica-queues",
+        default="control,cluster",
+        help="what the second worker process runs (default control,cluster: both share the workflows)",
+    )
     p.add_argument("--submit-time", type=int, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 

@@ -327,6 +327,13 @@ def build_workers(
                     limits.workload_ended,
                 ],
                 max_concurrent_activities=200,
+                # The SDK's default is five workflow-task pollers, one of them (ratio 0.2) on the shared
+                # queue where every workflow's first task and every task after a cache eviction waits:
+                # ~10 tasks/s, so 10,000 workloads took minutes to get their first task (bench/README.md).
+                # Autoscaling follows the server's backlog hints on both the shared and the sticky queue.
+                workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
+                # Each started workload flushes its audit events and records its advice here.
+                activity_task_poller_behavior=PollerBehaviorAutoscaling(),
                 # One long-lived workflow per monitored job: when they outnumber the sticky cache
                 # (SDK default 1000), every workflow task replays a whole history in a fresh sandbox.
                 max_cached_workflows=settings.temporal.max_cached_workflows,
