@@ -25,7 +25,16 @@ from trainguard import contracts as c
 from trainguard import failpoints, telemetry
 from trainguard.api.temporal_control import cluster_workflow_id
 from trainguard.identity import workload_of
-from trainguard.models import ActionResult, ActionStep, Actor, AuditEventIn, EventType, JobSnapshot, Level
+from trainguard.models import (
+    ActionResult,
+    ActionStep,
+    Actor,
+    AuditEventIn,
+    EventType,
+    JobSnapshot,
+    Level,
+    workflow_id_for,
+)
 from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.errors import SlurmParseError
@@ -113,7 +122,11 @@ class ClusterActivities:
                 counts[outcome] += 1
                 activity.heartbeat(dict(counts))
 
-        await asyncio.gather(*(consider(job) for job in jobs))
+        # Every pass sees every job; only the undecided ones are worth a task (at 10,000 jobs a task per
+        # job per pass cost more CPU than the watches).
+        decided, cluster = self._reported, self.cluster
+        undecided = [j for j in jobs if workflow_id_for(cluster, j.job_id, j.submit_time) not in decided]
+        await asyncio.gather(*(consider(job) for job in undecided))
         return counts
 
     async def _consider(self, job: JobSnapshot, inp: c.DiscoverInput, env_re: re.Pattern[str]) -> str | None:

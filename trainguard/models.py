@@ -78,7 +78,13 @@ class WorkloadId(Frozen):
 
     @property
     def workflow_id(self) -> str:
-        return f"trainguard-job-{self.cluster}-{self.job_id}-{self.submit_time}"
+        return workflow_id_for(self.cluster, self.job_id, self.submit_time)
+
+
+def workflow_id_for(cluster: str, job_id: str, submit_time: int) -> str:
+    """A workload's JobRecovery workflow id, without building a WorkloadId (discovery asks it of every
+    job in every snapshot)."""
+    return f"trainguard-job-{cluster}-{job_id}-{submit_time}"
 
 
 class OptIn(Frozen):
