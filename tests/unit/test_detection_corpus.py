@@ -52,14 +52,25 @@ ROUND6_LAST_PUBLIC = 401
 # docs/detection.md), so it is a floor against regression, not a blind score.
 HELDOUT_R7_FLOOR_FATAL, HELDOUT_R7_FLOOR_CATEGORY, HELDOUT_R7_FLOOR_ATTRIBUTION = 0.95, 0.92, 0.90
 ROUND7_LAST_PUBLIC = 424
-# The whole held-out part as it stands (round 8: 94.9 / 92.9 / 90.4 % of 198). Raised only to what was
-# measured, never lowered.
+# The held-out part as it stood after round 8 (94.9 / 92.9 / 90.4 % of 198, every held-out record up to
+# pub451). Raised only to what was measured, never lowered; since round 9 it keeps applying to exactly
+# that set, like the floors above.
 HELDOUT_R8_FLOOR_FATAL, HELDOUT_R8_FLOOR_CATEGORY, HELDOUT_R8_FLOOR_ATTRIBUTION = 0.94, 0.92, 0.90
+ROUND8_LAST_PUBLIC = 451
+# The whole held-out part as it stands (round 9: 94.2 / 90.6 / 88.3 % of 223). Set at what was measured:
+# the 25 held-out excerpts new in round 9 are scored, not fitted, so they pull the whole part down.
+HELDOUT_R9_FLOOR_FATAL, HELDOUT_R9_FLOOR_CATEGORY, HELDOUT_R9_FLOOR_ATTRIBUTION = 0.94, 0.90, 0.88
 # The blind measure of round 8: the held-out excerpts new in round 8 (pub425 on), split and committed
 # (8e70e24, 5850022) before the classifier was run on them, never used to choose or fit a signature (14 of
 # 15 right on all three counts, 93.3 %). Small, so it is a tripwire rather than a precise rate.
 ROUND8_FIRST_PUBLIC = 425
 HELDOUT_R8_NEW_FLOOR = 0.93
+# The blind measure of round 9: the held-out excerpts new in round 9 (pub452 on), from sources the corpus
+# had not used, split and committed (7333810) before the classifier was run on them. Measured before any
+# catalog change and after (the round's generalisations come from its tuning misses only and did not move
+# it): 88.0 / 72.0 / 72.0 % of 25. The floor is that measure.
+ROUND9_FIRST_PUBLIC = 452
+HELDOUT_R9_NEW_FLOOR_FATAL, HELDOUT_R9_NEW_FLOOR_CATEGORY, HELDOUT_R9_NEW_FLOOR_ATTRIBUTION = 0.88, 0.72, 0.72
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -71,7 +82,7 @@ KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset()
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 530
+    assert len(own) >= 570
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -81,7 +92,7 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.log.strip(), s.id
     assert sum(1 for s in own if not s.fatal) >= 100
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 285
+    assert len({s.repo for s in own}) >= 315
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -177,30 +188,52 @@ def test_round7_heldout_part_holds_its_floor() -> None:
     assert report.attribution_accuracy >= HELDOUT_R7_FLOOR_ATTRIBUTION
 
 
-def test_whole_heldout_part_holds_its_floor() -> None:
-    report = _parts()[HELDOUT]
-    assert report.total >= 190
-    called_fatal = {o.sample.id for o in report.healthy_classified_fatal}
-    unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
-    assert not unexpected, unexpected
+def test_round8_heldout_part_holds_its_floor() -> None:
+    report = _heldout_up_to(_parts()[HELDOUT], ROUND8_LAST_PUBLIC)
+    assert report.total >= 198
     assert report.fatal_accuracy >= HELDOUT_R8_FLOOR_FATAL
     assert report.category_accuracy >= HELDOUT_R8_FLOOR_CATEGORY
     assert report.attribution_accuracy >= HELDOUT_R8_FLOOR_ATTRIBUTION
 
 
-def test_round8_new_heldout_excerpts_hold_their_blind_floor() -> None:
-    new = Report(
+def test_whole_heldout_part_holds_its_floor() -> None:
+    report = _parts()[HELDOUT]
+    assert report.total >= 220
+    called_fatal = {o.sample.id for o in report.healthy_classified_fatal}
+    unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
+    assert not unexpected, unexpected
+    assert report.fatal_accuracy >= HELDOUT_R9_FLOOR_FATAL
+    assert report.category_accuracy >= HELDOUT_R9_FLOOR_CATEGORY
+    assert report.attribution_accuracy >= HELDOUT_R9_FLOOR_ATTRIBUTION
+
+
+def _heldout_between(first_public: int, last_public: int) -> Report:
+    """The held-out records one round added: pub<first> to pub<last>."""
+    return Report(
         [
             o
             for o in _parts()[HELDOUT].outcomes
-            if o.sample.id.startswith("pub") and int(o.sample.id[3:]) >= ROUND8_FIRST_PUBLIC
+            if o.sample.id.startswith("pub") and first_public <= int(o.sample.id[3:]) <= last_public
         ]
     )
+
+
+def test_round8_new_heldout_excerpts_hold_their_blind_floor() -> None:
+    new = _heldout_between(ROUND8_FIRST_PUBLIC, ROUND8_LAST_PUBLIC)
     assert new.total >= 15
     assert new.healthy_classified_fatal == []
     assert new.fatal_accuracy >= HELDOUT_R8_NEW_FLOOR
     assert new.category_accuracy >= HELDOUT_R8_NEW_FLOOR
     assert new.attribution_accuracy >= HELDOUT_R8_NEW_FLOOR
+
+
+def test_round9_new_heldout_excerpts_hold_their_blind_floor() -> None:
+    new = _heldout_between(ROUND9_FIRST_PUBLIC, 10**6)
+    assert new.total >= 25
+    assert new.healthy_classified_fatal == []
+    assert new.fatal_accuracy >= HELDOUT_R9_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R9_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R9_NEW_FLOOR_ATTRIBUTION
 
 
 def test_known_heldout_false_positives_are_still_wrong() -> None:
