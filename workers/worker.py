@@ -327,12 +327,10 @@ def build_workers(
                     limits.workload_ended,
                 ],
                 max_concurrent_activities=200,
-                # The SDK's default is five workflow-task pollers, one of them (ratio 0.2) on the shared
-                # queue where every workflow's first task and every task after a cache eviction waits:
-                # ~10 tasks/s, so 10,000 workloads took minutes to get their first task (bench/README.md).
-                # Autoscaling follows the server's backlog hints on both the shared and the sticky queue.
-                workflow_task_poller_behavior=PollerBehaviorAutoscaling(),
-                # Each started workload flushes its audit events and records its advice here.
+                # Workflow-task pollers stay at the SDK's five: autoscaled ones (measured at 10,000
+                # workloads on the dev server) had the server start ~3 workflow tasks for each one completed,
+                # and starts and watches came slower (bench/README.md). Activities here are short audit
+                # writes and decisions: let their pollers follow the backlog.
                 activity_task_poller_behavior=PollerBehaviorAutoscaling(),
                 # One long-lived workflow per monitored job: when they outnumber the sticky cache
                 # (SDK default 1000), every workflow task replays a whole history in a fresh sandbox.
