@@ -354,9 +354,7 @@ class ClusterActivities:
     @activity.defn(name=c.RELEASE_JOB)
     async def release_job(self, inp: c.JobActionInput) -> ActionResult:
         return await self._step(
-            ActionStep.RELEASE,
-            inp,
-            self.client.release(inp.workload.job_id, inp.our_hold, inp.held_restarts),
+            ActionStep.RELEASE, inp, self.client.release(inp.workload.job_id, inp.our_hold)
         )
 
     @activity.defn(name=c.CANCEL_JOB)

@@ -238,9 +238,7 @@ class SimSlurm(SlurmClient):
         self._set(job, excluded_nodes=tuple(sorted({*job.snap.excluded_nodes, *nodes})))
         return self._result(ActionStep.EXCLUDE, True, "excluded", job)
 
-    async def release(
-        self, job_id: str, our_hold: str | None = None, restarts: int | None = None
-    ) -> ActionResult:
+    async def release(self, job_id: str, our_hold: str | None = None) -> ActionResult:
         self._count("release")
         job = self.jobs[job_id]
         if not job.snap.held:
