@@ -56,7 +56,7 @@ from bench.simcluster import SimFiles, SimSlurm, SimWorkloads, opt_in_comment
 from trainguard.audit.store import AuditStore
 from trainguard.contracts import WATCH_JOB, RecoveryConfig
 from trainguard.localstack.temporal import LocalTemporal
-from trainguard.models import EventType, Mode
+from trainguard.models import EventType, Mode, workflow_id_for
 from trainguard.settings import AuditSettings, ClusterSettings, Settings, TemporalSettings, WatchSettings
 from workers.presence import TakeoverStats
 from workers.worker import Runtime, build_workers, connect, ensure_cluster_watch
@@ -86,9 +86,9 @@ class MeteredTemporal(LocalTemporal):
         self, base_dir: Path, *, port: int, metrics_port: int, db_file: Path | None, history_cache: int = 0
     ) -> None:
         # The dev server runs one history shard, whose mutable-state cache holds 512 workflows by default;
-        # a production server has hundreds of shards, each with its own 512. Past 512 running workflows
-        # every workflow update re-reads its state from SQLite (GetWorkflowExecution, ~90 ms under load at
-        # 10,000), which is the dev server's limit, not TrainGuard's.
+        # a production server has hundreds of shards, each with its own 512. Sized here so that cache
+        # misses are not what a large run measures (at 10,000 most of the dev server's state reads were
+        # not misses but its single SQLite connection's queue: bench/README.md).
         dynamic = {"history.cacheMaxSize": str(history_cache)} if history_cache else None
         super().__init__(base_dir, port=port, ui_port=None, db_file=db_file, dynamic_config=dynamic)
         self.metrics_port = metrics_port
@@ -445,7 +445,7 @@ async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: S
     replica_id = f"{replica.pid}@{socket.gethostname()}"
     cluster, presence = runtime.cluster, runtime.presence
     assert cluster is not None and presence is not None
-    ids = [f"trainguard-job-{CLUSTER}-{j.snap.job_id}-{j.snap.submit_time}" for j in sim.jobs.values()]
+    ids = [workflow_id_for(CLUSTER, j.snap.job_id, j.snap.submit_time) for j in sim.jobs.values()]
     not_here = len([w for w in ids if w not in cluster.watched])  # the replica's, or not started anywhere
     rss = proc_rss_mib(replica.pid) or 0.0
     killed = time.time()
@@ -510,8 +510,8 @@ async def run(args: argparse.Namespace) -> Report:
         runtime = build_workers(client, settings, slurm=sim)
         runtime.start()
         if args.cluster_workers > 1:
-            # The second cluster worker is its own process, over a replica of the simulated cluster (same
-            # jobs; no faults while it lives), so it can be SIGKILLed like a lost machine.
+            # The second worker process runs over a replica of the simulated cluster (same jobs; no
+            # faults while it lives), so it can be SIGKILLed like a lost machine.
             replica = start_replica(args, base, server.address, submit_time, audit_url)
             await wait_for_peer(runtime, timeout=120)  # so the watches spread over both workers
         await ensure_cluster_watch(client, settings)
@@ -541,7 +541,7 @@ async def run(args: argparse.Namespace) -> Report:
         latencies, undetected = await asyncio.to_thread(detection_latencies, store, faults)
         healthy = [j.snap for j in sim.jobs.values() if j.snap.job_id not in faults]
         sample = random.sample(healthy, min(args.sample, len(healthy)))
-        ids = [f"trainguard-job-{CLUSTER}-{s.job_id}-{s.submit_time}" for s in sample]
+        ids = [workflow_id_for(CLUSTER, s.job_id, s.submit_time) for s in sample]
         costs = await history_costs(client, ids, before.at, after.at)
         window = after.at - before.at
         fault_window = end.at - after.at
@@ -637,7 +637,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--presence-timeout", type=float, default=watch.presence_timeout_s)
     p.add_argument("--seed", type=int, default=1)
-    # internal: run as the replica cluster worker of a benchmark (see start_replica)
+    # internal: run as the replica worker process of a benchmark (see start_replica)
     p.add_argument("--replica", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--address", help=argparse.SUPPRESS)
     p.add_argument("--audit-url", help=argparse.SUPPRESS)
