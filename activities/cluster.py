@@ -354,7 +354,9 @@ class ClusterActivities:
     @activity.defn(name=c.RELEASE_JOB)
     async def release_job(self, inp: c.JobActionInput) -> ActionResult:
         return await self._step(
-            ActionStep.RELEASE, inp, self.client.release(inp.workload.job_id, inp.our_hold)
+            ActionStep.RELEASE,
+            inp,
+            self.client.release(inp.workload.job_id, inp.our_hold, inp.held_restarts),
         )
 
     @activity.defn(name=c.CANCEL_JOB)

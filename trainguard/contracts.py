@@ -212,6 +212,9 @@ class JobActionInput(Frozen):
     # (a user's or an admin's hold) is left held. "" = TrainGuard holds nothing here; None = a step
     # scheduled before this field existed (the old behaviour).
     our_hold: str | None = None
+    # Release only: lift the hold only while Slurm's restart count is this (the attempt TrainGuard saw
+    # pending and not held right before its own hold); None = any attempt (every release before it).
+    held_restarts: int | None = None
 
 
 class JobStateResult(Frozen):

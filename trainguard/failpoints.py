@@ -1,9 +1,11 @@
 """Failpoints: crash the worker process at a named step, for the crash-safety tests.
 
-Off unless TRAINGUARD_FAILPOINTS names the point (comma-separated). Each point fires once per key (e.g.
-per advice id) — a marker file under TRAINGUARD_FAILPOINT_DIR remembers it — so the restarted worker
-runs through. `hit` sends SIGKILL, not an exception: nothing gets to clean up, as in a real crash.
-`fire` lets the caller fail there instead (a step that took effect but reports a failure).
+Off unless TRAINGUARD_FAILPOINTS names the point (comma-separated); `name@suffix` arms it only for keys
+that end with `suffix` (e.g. `fail_after_requeue_hold@/hold`: only containment holds, whose advice ids end
+in /hold). Each point fires once per key (e.g. per advice id) — a marker file under
+TRAINGUARD_FAILPOINT_DIR remembers it — so the restarted worker runs through. `hit` sends SIGKILL, not
+an exception: nothing gets to clean up, as in a real crash. `fire` lets the caller fail there instead (a
+step that took effect but reports a failure).
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ import signal
 from pathlib import Path
 
 
-def enabled(name: str) -> bool:
+def enabled(name: str, key: str = "") -> bool:
     points = os.environ.get("TRAINGUARD_FAILPOINTS", "")
-    return name in {p.strip() for p in points.split(",") if p.strip()}
+    for point in (p.strip() for p in points.split(",")):
+        named, at, suffix = point.partition("@")
+        if named == name and (not at or key.endswith(suffix)):
+            return True
+    return False
 
 
 def hit(name: str, key: str = "") -> None:
@@ -26,7 +32,7 @@ def hit(name: str, key: str = "") -> None:
 
 def fire(name: str, key: str = "") -> bool:
     """True the first time `name` is reached for `key` while enabled (the caller fails there)."""
-    if not enabled(name):
+    if not enabled(name, key):
         return False
     marker_dir = Path(os.environ.get("TRAINGUARD_FAILPOINT_DIR", "var/failpoints"))
     marker_dir.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ a job TrainGuard holds. Deterministic.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -12,7 +13,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from workflows.recovery_audit import AUDIT_RETRY
-from workflows.recovery_patches import PATCH_FAILED_HOLD, PATCH_FAILED_HOLD_OURS, PATCH_RECORD_ONLY
+from workflows.recovery_patches import (
+    PATCH_FAILED_HOLD,
+    PATCH_FAILED_HOLD_OURS,
+    PATCH_FAILED_PENDING_HOLD,
+    PATCH_RECORD_ONLY,
+)
 from workflows.recovery_settings import SettingsGate
 
 with workflow.unsafe.imports_passed_through():
@@ -32,7 +38,14 @@ with workflow.unsafe.imports_passed_through():
         WorkloadState,
         clip,
     )
-    from trainguard.slurm.states import COMPLETING, PENDING, REQUEUE_HELD_REASON, RUNNING
+    from trainguard.slurm.states import (
+        ADMIN_HELD_REASON,
+        COMPLETING,
+        PENDING,
+        REQUEUE_HELD_REASON,
+        REQUEUING_STATES,
+        RUNNING,
+    )
     from workflows import story
 
 # Scheduler actions retry with backoff while slurmctld is unreachable; non-retryable errors stop at once.
@@ -56,8 +69,12 @@ class ActionExecutor(SettingsGate):
             execute=True,
             attempt=attempt,
         )
+        reading = self._read_ahead(attempt)  # beside the advice's write: not in the hold's path
         await self._record_advice(hold)
         result = await self._action(c.REQUEUE_HOLD, hold.advice_id, attempt)
+        before = await _evidence(reading, needed=result is None)
+        if before is not None:
+            await self._release_failed_hold(hold.advice_id, attempt, before)
         if result is None or not result.held:
             return False
         self.our_hold = _own_hold(result)
@@ -88,9 +105,15 @@ class ActionExecutor(SettingsGate):
         self._set_status(state=WorkloadState.WATCHING if held else WorkloadState.FAILED)
 
     async def _execute(
-        self, advice: Advice, held: bool, first_signal: float, detected_at: float, job: JobSnapshot | None
+        self,
+        advice: Advice,
+        held: bool,
+        first_signal: float,
+        detected_at: float,
+        job: JobSnapshot | None,
+        reading: Reading | None = None,
     ) -> None:
-        await self._execute_main(advice, held, first_signal, detected_at, job)
+        await self._execute_main(advice, held, first_signal, detected_at, job, reading)
         if advice.drain_nodes and self.mode == Mode.ACTION and self.cfg.acknowledged:
             attempt = self.carry.phase.attempt_restarts
             result = await self._action(
@@ -110,7 +133,13 @@ class ActionExecutor(SettingsGate):
                 )
 
     async def _execute_main(
-        self, advice: Advice, held: bool, first_signal: float, detected_at: float, job: JobSnapshot | None
+        self,
+        advice: Advice,
+        held: bool,
+        first_signal: float,
+        detected_at: float,
+        job: JobSnapshot | None,
+        reading: Reading | None,
     ) -> None:
         attempt = self.carry.phase.attempt_restarts
         handled = self.carry.phase.model_copy(update={"failure_handled": True, "fault_at": first_signal})
@@ -130,6 +159,14 @@ class ActionExecutor(SettingsGate):
         if advice.action == ActionKind.REQUEUE:
             if not held:
                 requeued = await self._action(c.REQUEUE_HOLD, advice.advice_id, attempt)
+                # Slurm requeued it itself and it was not contained: the step could only hold it.
+                before = await _evidence(reading, needed=requeued is None)
+                if before is not None:
+                    # Slurm's own requeue runs unchanged; this attempt's failure stays handled.
+                    await self._release_failed_hold(advice.advice_id, attempt, before)
+                    self._set_carry(phase=handled)
+                    self._set_status(state=WorkloadState.WATCHING)
+                    return
                 if requeued is None:
                     if workflow.patched(PATCH_FAILED_HOLD):
                         # Slurm may have applied it before the step failed: lift a requeue-hold if one is
@@ -183,6 +220,94 @@ class ActionExecutor(SettingsGate):
             self._set_carry(phase=handled if advice.verdict.fatal else self.carry.phase)
             self._set_status(state=WorkloadState.WATCHING)
 
+    def _read_ahead(self, attempt: int) -> Reading | None:
+        """Start reading the job from Slurm before TrainGuard holds a job Slurm requeued itself: the
+        evidence `_release_failed_hold` needs should that step fail. It runs beside the advice's audit
+        write, which precedes every step anyway, so the hold waits for nothing more (an extra round trip
+        there lets Slurm start the requeued job before it is held)."""
+        if not workflow.patched(PATCH_FAILED_PENDING_HOLD):
+            return None
+        return asyncio.ensure_future(self._read_before_hold(attempt))
+
+    def _read_ahead_for(self, advice: Advice, held: bool, job: JobSnapshot | None) -> Reading | None:
+        """`_read_ahead` for a decided advice whose requeue step will hold a job Slurm requeued itself."""
+        attempt = self.carry.phase.attempt_restarts
+        slurm_requeued = job is not None and job.restart_count > attempt
+        if advice.execute and advice.action == ActionKind.REQUEUE and not held and slurm_requeued:
+            return self._read_ahead(attempt)
+        return None
+
+    async def _read_before_hold(self, attempt: int) -> Evidence | None:
+        """Slurm's record of the job around TrainGuard's hold of a job Slurm requeued itself, and when it
+        was asked for. None when the job is not pending and unheld past `attempt` (also when the read came
+        after that hold took effect: no evidence then) or Slurm could not be read. A record that shows the
+        job unheld was taken before the hold took effect, whichever step Slurm answered first."""
+        asked_at = workflow.time()
+        try:
+            found = await workflow.execute_activity(
+                c.JOB_STATE,
+                c.JobActionInput(workload=self.inp.workload, advice_id=""),
+                result_type=c.JobStateResult,
+                task_queue=self.cfg.cluster_queue,
+                schedule_to_close_timeout=timedelta(seconds=self.cfg.action_timeout_s),
+                start_to_close_timeout=timedelta(seconds=min(30.0, self.cfg.action_timeout_s)),
+                retry_policy=ACTION_RETRY,
+                summary=story.state_summary(self.inp.workload.job_id),
+            )
+        except ActivityError:
+            return None
+        job = found.job
+        if job is None or job.held or job.restart_count <= attempt:
+            return None
+        if job.state != PENDING and job.state not in REQUEUING_STATES:
+            return None
+        return job, asked_at
+
+    async def _release_failed_hold(
+        self, advice_id: str, attempt: int, before: Evidence
+    ) -> ActionResult | None:
+        """Fail-open after a hold of a pending job (one Slurm requeued itself) whose step failed: Slurm may
+        have applied it. Such a hold reads Reason=JobHeldAdmin, exactly as an administrator's `scontrol hold`
+        does, and Slurm records nothing more (who, why). It is taken as TrainGuard's own only on this
+        evidence: Slurm showed the job pending and not held on this attempt right before the step (`before`),
+        and shows it held with JobHeldAdmin on the same attempt now. Then it is released unchanged, and the
+        audit says why and how long the window was in which an administrator's hold would be mistaken for
+        ours (docs/safety.md). Any other hold, or a job requeued since, stays."""
+        job, seen_at = before
+        window_s = round(max(0.0, workflow.time() - seen_at), 3)
+        lifted = await self._action(
+            c.RELEASE_JOB,
+            advice_id,
+            attempt,
+            actor=Actor.WATCHDOG,
+            our_hold=ADMIN_HELD_REASON,
+            held_restarts=job.restart_count,
+        )
+        if lifted is not None and lifted.performed:
+            self._event(
+                EventType.WATCHDOG_FIRED,
+                level=Level.WARNING,
+                actor=Actor.WATCHDOG,
+                action="release",
+                message=clip(
+                    f"the hold step failed, but Slurm had applied it: the job was pending and not held "
+                    f"(restarts={job.restart_count}) {window_s:.1f} s before the step failed, and held with "
+                    f"Reason={ADMIN_HELD_REASON} on that same attempt right after. Slurm does not record who "
+                    "holds a job, so the hold was taken as TrainGuard's own and released unchanged "
+                    f"(fail-open); an administrator's hold placed within those {window_s:.1f} s would have "
+                    "been lifted too: hold the job again if so"
+                ),
+                data={
+                    "advice_id": advice_id,
+                    "window_s": window_s,
+                    "restarts": job.restart_count,
+                    "reason": ADMIN_HELD_REASON,
+                },
+                key=f"{advice_id}/failed-hold-released",
+            )
+            await self._flush()
+        return lifted
+
     async def _action(
         self,
         name: str,
@@ -194,6 +319,7 @@ class ActionExecutor(SettingsGate):
         actor: Actor = Actor.POLICY,
         flush_now: bool = False,
         our_hold: str | None = None,
+        held_restarts: int | None = None,
     ) -> ActionResult | None:
         """Run one scheduler step (checks Slurm first, idempotent); audit its outcome."""
         try:
@@ -206,6 +332,7 @@ class ActionExecutor(SettingsGate):
                     nodes=nodes,
                     reason=reason,
                     our_hold=our_hold,
+                    held_restarts=held_restarts,
                 ),
                 result_type=ActionResult,
                 task_queue=self.cfg.cluster_queue,
@@ -254,6 +381,21 @@ class ActionExecutor(SettingsGate):
             retry_policy=AUDIT_RETRY,
             summary=story.advice_summary(advice.action.value, self.inp.workload.job_id, advice.attempt),
         )
+
+
+Evidence = tuple[JobSnapshot, float]  # Slurm's record of the job, and when the workflow asked for it
+Reading = asyncio.Task[Evidence | None]
+
+
+async def _evidence(reading: Reading | None, *, needed: bool) -> Evidence | None:
+    """The read-ahead's record when the hold step failed; otherwise it is not needed and is cancelled, so no
+    read outlives its step."""
+    if reading is None:
+        return None
+    if not needed:
+        reading.cancel()
+        return None
+    return await reading
 
 
 def _own_hold(result: ActionResult) -> str | None:

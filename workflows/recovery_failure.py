@@ -92,6 +92,7 @@ class FailurePipeline(ActionExecutor):
             last_attribution=verdict.attribution.value,
             current_advice_id=advice.advice_id,
         )
+        reading = self._read_ahead_for(advice, held, job)
         if held and workflow.patched(PATCH_HELD_ADVICE):
             # The advice must be stored before its steps run, but a job we hold must not wait for an
             # audit store that is down: past the decision budget it is released unchanged.
@@ -106,7 +107,7 @@ class FailurePipeline(ActionExecutor):
             await stored
         else:
             await self._record_advice(advice)
-        await self._execute(advice, held, first_signal, detected_at, job)
+        await self._execute(advice, held, first_signal, detected_at, job, reading)
 
     async def _decide_with_watchdog(
         self, findings: tuple[Finding, ...], job: JobSnapshot | None, held: bool, usable: tuple[str, ...]

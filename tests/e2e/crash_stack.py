@@ -424,9 +424,14 @@ async def save_history(handle: WorkflowHandle[object, object], name: str) -> Pat
 # --- lifecycle ------------------------------------------------------------------------------------
 
 
-def make_cluster(root: Path) -> LocalSlurmCluster:
+def make_cluster(root: Path, settings: dict[str, str] | None = None) -> LocalSlurmCluster:
     return LocalSlurmCluster(
-        root / "slurm", cluster="crash", nodes=4, ctld_port=CTLD_PORT, node_port_base=NODE_PORT_BASE
+        root / "slurm",
+        cluster="crash",
+        nodes=4,
+        ctld_port=CTLD_PORT,
+        node_port_base=NODE_PORT_BASE,
+        settings=settings,
     )
 
 
@@ -499,11 +504,13 @@ async def crash_stack(
     worker_code: Path | None = None,
     watch: dict[str, object] | None = None,
     supervise: bool = True,
+    slurm_settings: dict[str, str] | None = None,
 ) -> AsyncIterator[CrashStack]:
     """Start Slurm + Temporal (db file) + the worker subprocess under CRASH_DIR/name; stop all after.
-    `watch` overrides watch settings; `supervise=False` leaves a killed worker dead (a lost machine)."""
+    `watch` overrides watch settings; `supervise=False` leaves a killed worker dead (a lost machine);
+    `slurm_settings` replaces slurm.conf lines of this stack's cluster (e.g. {"MinJobAge": "2"})."""
     root = CRASH_DIR / name
-    cluster = make_cluster(root)
+    cluster = make_cluster(root, slurm_settings)
     cluster.stop()  # leftovers of an interrupted run
     temporal_dir = root / "temporal"
     for leftover in temporal_dir.glob("temporal-*.pid"):

@@ -5,7 +5,11 @@
 - the worker died right after the hold (failpoint `after_requeue_hold`) and the operator paused the
   workload meanwhile: the restarted worker stops the remaining steps (no exclusion) and releases the job;
 - the worker died right after the hold and the audit store (MariaDB) refuses every connection from then
-  on: the restarted worker still finishes the stored advice's steps and releases the job.
+  on: the restarted worker still finishes the stored advice's steps and releases the job;
+- the containment hold of a job Slurm requeued itself after a node failure (a `scontrol hold`, Reason
+  JobHeldAdmin like an administrator's) took effect but its step reported failure (failpoint
+  `fail_after_requeue_hold@/hold`): released at once as TrainGuard's own, and the recovery goes on;
+  while an administrator's hold placed before a failing step is never lifted.
 
 Slurm's own record, sampled twice a second, shows how long the job stayed held.
 """
@@ -21,9 +25,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
+from temporalio.api.enums.v1 import EventType as HistoryEventType
+from temporalio.client import WorkflowHandle
 
-from tests.e2e.crash_stack import CrashJob, CrashStack, MariaDBAudit, crash_stack, is_held
+from tests.e2e.crash_stack import CrashJob, CrashStack, MariaDBAudit, crash_stack, is_held, save_history
 from tests.e2e.stack import REPO
+from trainguard import contracts as c
 from trainguard.audit.schemas import AuditEventOut
 from trainguard.audit.store import AuditStore
 from trainguard.models import EventType, PauseRequest
@@ -48,6 +55,21 @@ def held_span(stack: CrashStack, job: CrashJob) -> float:
         elif held_at is not None and not is_held(sample.record):
             return sample.t - held_at
     return 0.0 if held_at is None else time.time() - held_at
+
+
+def held_spans(stack: CrashStack, job: CrashJob) -> list[tuple[float, float, str]]:
+    """(start, seconds, Reason) of every stretch Slurm's sampled record showed the job held."""
+    spans: list[tuple[float, float, str]] = []
+    start: tuple[float, str] | None = None
+    for sample in stack.recorder.of(job.job_id):
+        if is_held(sample.record) and start is None:
+            start = (sample.t, sample.record.get("Reason", ""))
+        elif start is not None and not is_held(sample.record):
+            spans.append((start[0], sample.t - start[0], start[1]))
+            start = None
+    if start is not None:
+        spans.append((start[0], time.time() - start[0], start[1]))
+    return spans
 
 
 async def released_within_budget(stack: CrashStack, job: CrashJob) -> None:
@@ -213,4 +235,122 @@ async def test_an_audit_outage_while_the_job_is_held_does_not_keep_it_held(
         assert stack.show(job.job_id)["Restarts"] == "1"
     finally:
         reader.close()
+        await stack.worker.restart_with({}, env={"TRAINGUARD_FAILPOINTS": ""})
+
+
+async def kill_its_node_while_paused(stack: CrashStack, job: CrashJob) -> str:
+    """Pause the workload, crash the node under the running job (slurmd, steps, tasks) once it has
+    checkpointed, and wait until Slurm itself has requeued the job (NODE_FAIL; the job is requeueable) and
+    it is pending again. Paused, TrainGuard cannot act first on the node's silence. Returns the node."""
+    handle = stack.handle(job)
+    await stack.wait_for(
+        lambda: job.output.exists() and "saved checkpoint" in job.output.read_text(errors="replace"),
+        "a checkpoint",
+        120,
+        job.job_id,
+    )
+    # The workflow must know the running allocation (its first watch returned it): that is how the watch
+    # tells, once resumed, that Slurm requeued the attempt it watched, and on which node it ran.
+    deadline = time.monotonic() + 60
+    while await watches_scheduled(handle) < 2:
+        assert time.monotonic() < deadline, "the workflow never saw the job running"
+        await asyncio.sleep(0.5)
+    await handle.signal("set_paused", PauseRequest(paused=True, who="e2e", reason="fail-open test"))
+    await stack.wait_event(job, EventType.MONITORING_PAUSED)
+    victim = stack.show(job.job_id)["NodeList"]
+    assert stack.cluster.kill_node(victim), victim
+
+    def requeued() -> bool:
+        record = stack.show(job.job_id)
+        return record.get("Restarts") == "1" and record.get("JobState") == "PENDING"
+
+    await stack.wait_for(requeued, "Slurm's own requeue", 90, job.job_id)
+    return victim
+
+
+async def watches_scheduled(handle: WorkflowHandle[object, object]) -> int:
+    history = await handle.fetch_history()
+    return sum(
+        1
+        for e in history.events
+        if e.event_type == HistoryEventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == c.WATCH_JOB
+    )
+
+
+async def resume(stack: CrashStack, job: CrashJob) -> None:
+    await stack.handle(job).signal(
+        "set_paused", PauseRequest(paused=False, who="e2e", reason="fail-open test")
+    )
+
+
+async def test_a_containment_hold_that_fails_after_slurm_applied_it_is_released(stack: CrashStack) -> None:
+    """Slurm requeues the job after its node crashed (the workload paused meanwhile, so that Slurm does it
+    first); resumed, TrainGuard contains it (a real `scontrol hold`: Reason=JobHeldAdmin) and that step
+    reports failure after Slurm applied it. The workflow had read the job pending and not held right before
+    the step: the hold is released at once as its own, audited with why. The recovery then goes on (hold,
+    exclusion of the dead node, release) and the job completes."""
+    await stack.worker.restart_with({}, env={"TRAINGUARD_FAILPOINTS": "fail_after_requeue_hold@/hold"})
+    job = stack.submit("action", fault=None, iters=250)
+    await stack.wait_event(job, EventType.WORKLOAD_DISCOVERED, timeout=120)
+    victim = await kill_its_node_while_paused(stack, job)
+    try:
+        await resume(stack, job)
+        await stack.wait_event(job, EventType.WATCHDOG_FIRED, timeout=120)
+        await stack.wait_event(job, EventType.COMPLETED, timeout=240)
+    finally:
+        stack.cluster.restart_node(victim)
+    events = stack.events(job.job_id)
+    failed = [e for e in events if e.event_type == EventType.ACTION_FAILED]
+    assert len(failed) == 1 and str(failed[0].data["advice_id"]).endswith("/hold"), failed
+    releases = [e for e in events if e.event_type == EventType.ACTION and e.action == "release"]
+    fail_open, recovery = releases  # the containment's, then the recovery's own
+    assert str(fail_open.data["advice_id"]).endswith("/hold") and fail_open.data["performed"] is True
+    assert recovery.data["performed"] is True, releases
+    [why] = [e for e in events if e.event_type == EventType.WATCHDOG_FIRED]
+    assert "taken as TrainGuard's own" in why.message and why.data["reason"] == "JobHeldAdmin", why
+    window = float(str(why.data["window_s"]))
+    assert 0 < window < 10, why.data  # from the workflow's read to the failed step
+    advice = next(e for e in events if e.event_type == EventType.ADVICE)
+    assert advice.ts <= failed[0].ts <= fail_open.ts <= why.ts, (advice, failed, fail_open, why)
+    # The release step read Slurm's record before lifting it: held, JobHeldAdmin, the same attempt. Slurm's
+    # sampled record (twice a second: it may miss a hold this short) never shows a hold past the budget;
+    # the job ran the requeue Slurm made, without the dead node
+    assert fail_open.message.startswith("released the PENDING job"), fail_open
+    spans = held_spans(stack, job)
+    assert all(seconds <= BUDGET_S for _, seconds, _ in spans), spans
+    record = stack.show(job.job_id)
+    assert record["JobState"] == "COMPLETED" and record["Restarts"] == "1", record
+    assert victim in record["ExcNodeList"].split(","), record
+    print(f"held spans {[(round(s, 1), r) for _, s, r in spans]}; window {window:.3f} s")
+    await save_history(stack.handle(job), "containment_failed_hold_released")
+
+
+async def test_a_failed_hold_step_never_lifts_an_admin_hold_placed_before_it(stack: CrashStack) -> None:
+    """Safety clause 4 on the fail-open path: Slurm requeues the job after its node crashed and an
+    administrator holds it (`scontrol hold`: JobHeldAdmin, the Reason TrainGuard's own hold of a pending
+    job has too) while the workload is paused. Resumed, TrainGuard decides to recover and its hold step
+    fails (failpoint). Its read right before the step found the job already held, so the hold is not its
+    own: left in place, whatever the step's failure."""
+    await stack.worker.restart_with({}, env={"TRAINGUARD_FAILPOINTS": "fail_after_requeue_hold"})
+    job = stack.submit("action", fault=None, iters=600)
+    await stack.wait_event(job, EventType.WORKLOAD_DISCOVERED, timeout=120)
+    victim = await kill_its_node_while_paused(stack, job)
+    try:
+        stack.cluster.run(["scontrol", "hold", job.job_id])  # the administrator
+        assert stack.show(job.job_id)["Reason"] == "JobHeldAdmin"
+        await resume(stack, job)
+        await stack.wait_event(job, EventType.ACTION_FAILED, timeout=120)
+        await asyncio.sleep(5)  # a wrong release would come right after the failed step
+        record = stack.show(job.job_id)
+        assert record["JobState"] == "PENDING" and record["Reason"] == "JobHeldAdmin", record
+        assert record["Restarts"] == "1", record
+        events = stack.events(job.job_id)
+        releases = [e for e in events if e.event_type == EventType.ACTION and e.action == "release"]
+        assert releases and not any(e.data.get("performed") for e in releases), releases
+        assert all("held by someone else" in e.message for e in releases), releases
+        assert EventType.WATCHDOG_FIRED not in {e.event_type for e in events}
+    finally:
+        stack.cluster.restart_node(victim)
+        stack.cluster.run(["scancel", job.job_id], check=False)
         await stack.worker.restart_with({}, env={"TRAINGUARD_FAILPOINTS": ""})

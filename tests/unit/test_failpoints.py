@@ -19,3 +19,14 @@ def test_fire_once_per_key_only_when_named(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("TRAINGUARD_FAILPOINTS", "")
     assert not failpoints.fire("fail_after_requeue_hold", "advice-3")
     failpoints.hit("after_requeue_hold", "advice-3")  # disabled: returns, does not kill this process
+
+
+def test_a_suffix_arms_a_point_for_matching_keys_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINGUARD_FAILPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("TRAINGUARD_FAILPOINTS", "fail_after_requeue_hold@/hold")
+    assert not failpoints.fire("fail_after_requeue_hold", "c/1/42-1000/a0/p1")  # the decision's requeue
+    assert failpoints.fire("fail_after_requeue_hold", "c/1/42-1000/a0/hold")  # the containment hold
+    assert not failpoints.fire("fail_after_requeue_hold", "c/1/42-1000/a0/hold")  # once per key
+    assert not failpoints.fire("after_requeue_hold", "c/1/42-1000/a1/hold")  # another point

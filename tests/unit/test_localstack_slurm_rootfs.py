@@ -84,6 +84,18 @@ def test_24_11_gets_its_own_slurmd_timeout(monkeypatch: pytest.MonkeyPatch, tmp_
     assert "\nSlurmdTimeout=10\n" in text and "SlurmdTimeout=5" not in text
 
 
+def test_settings_replace_or_add_lines_of_one_cluster_only(tmp_path: Path) -> None:
+    text = LocalSlurmCluster(
+        tmp_path / "a", settings={"MinJobAge": "2", "MaxJobCount": "5000"}
+    ).render_config()
+    assert "\nMinJobAge=2\n" in text and "MinJobAge=600" not in text and text.count("MinJobAge=") == 1
+    assert text.endswith("MaxJobCount=5000\n")
+    assert "\nMinJobAge=600\n" in LocalSlurmCluster(tmp_path / "b").render_config()
+    for bad in ({"MinJobAge": "2\nSlurmUser=nobody"}, {"Min JobAge": "2"}):
+        with pytest.raises(ValueError, match=r"invalid slurm\.conf setting"):
+            LocalSlurmCluster(tmp_path / "c", settings=bad).render_config()
+
+
 def test_jwt_only_when_asked(tmp_path: Path) -> None:
     assert "AuthAltTypes" not in LocalSlurmCluster(tmp_path / "a").render_config()
     lab = LocalSlurmCluster(tmp_path / "b", rest_port=30100)

@@ -264,6 +264,18 @@ async def test_release_lifts_only_trainguards_own_hold() -> None:
         assert not none.performed and actions(theirs) == []
 
 
+async def test_a_release_bound_to_an_attempt_leaves_a_later_attempts_hold() -> None:
+    """The fail-open release of a containment hold (Reason=JobHeldAdmin, like any admin's hold) lifts it
+    only on the attempt TrainGuard saw pending and not held right before its hold."""
+    requeued = FakeSlurm({"7": FakeJob(state="PENDING", held=True, reason="JobHeldAdmin", restarts=2)})
+    result = await SlurmClient(requeued, "lab").release("7", "JobHeldAdmin", restarts=1)
+    assert not result.performed and "requeued since" in result.detail and actions(requeued) == []
+    same = FakeSlurm({"7": FakeJob(state="PENDING", held=True, reason="JobHeldAdmin", restarts=1)})
+    assert (await SlurmClient(same, "lab").release("7", "JobHeldAdmin", restarts=1)).performed
+    user = FakeSlurm({"7": FakeJob(state="PENDING", held=True, reason="JobHeldUser", restarts=1)})
+    assert not (await SlurmClient(user, "lab").release("7", "JobHeldAdmin", restarts=1)).performed
+
+
 async def test_release_never_touches_a_cancelled_job() -> None:
     fake = FakeSlurm({"7": FakeJob(state="CANCELLED", held=True, reason="job_requeued_in_held_state")})
     result = await SlurmClient(fake, "lab").release("7", "job_requeued_in_held_state")

@@ -212,6 +212,122 @@ async def test_a_paused_workload_ends_when_its_job_is_gone(env: WorkflowEnvironm
     await replays(env, history)
 
 
+@dataclass
+class FailingHolds(Scripted):
+    """Every REQUEUE_HOLD whose advice id ends with one of `failing` reports a failure after Slurm applied
+    it; `slurm_job` is what the workflow's own read just before a hold finds."""
+
+    failing: tuple[str, ...] = ("/hold",)
+    slow_reads: bool = False  # the workflow's own read of the job never answers (until cancelled)
+
+    @activity.defn(name=c.REQUEUE_HOLD)
+    async def requeue_hold(self, inp: c.JobActionInput) -> ActionResult:
+        result = await FakeActivities.requeue_hold(self, inp)
+        if inp.advice_id.endswith(self.failing):
+            raise ApplicationError("slurmctld stopped answering after the hold", non_retryable=True)
+        return result
+
+    @activity.defn(name=c.JOB_STATE)
+    async def job_state(self, inp: c.JobActionInput) -> c.JobStateResult:
+        if self.slow_reads:
+            self.calls.append("job_state")
+            while True:
+                activity.heartbeat()
+                await asyncio.sleep(0.2)
+        return await FakeActivities.job_state(self, inp)
+
+
+def requeued_by_slurm() -> list[c.WatchResult]:
+    """A node failed under the job and Slurm requeued it itself: pending, not held, restarts=1."""
+    return [obs(K.FAILURE, job("PENDING", restarts=1), NODE_FAIL), obs(K.GONE, job("PENDING", restarts=1))]
+
+
+async def test_a_containment_hold_that_failed_after_slurm_applied_it_is_released(
+    env: WorkflowEnvironment,
+) -> None:
+    """Slurm requeued the job; TrainGuard read it pending and not held, audited the containment advice and
+    held it; the hold step failed, but Slurm had applied it (Reason=JobHeldAdmin, as an admin's hold
+    reads). The workflow takes that hold for its own on this evidence and releases it at once, bound to
+    the attempt it read; the recovery then goes on as for a job that was never contained."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FailingHolds(script=requeued_by_slurm(), slurm_job=job("PENDING", restarts=1))
+    history = await run_to_end(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert fakes.scheduler_calls == ["requeue_hold", "release", "requeue_hold", "exclude", "release"], (
+        fakes.scheduler_calls
+    )
+    fail_open, recovery = fakes.action_inputs["release"]
+    assert fail_open.advice_id.endswith("/hold") and fail_open.our_hold == "JobHeldAdmin"
+    assert fail_open.held_restarts == 1
+    assert recovery.held_restarts is None
+    calls = fakes.calls
+    # Slurm read (beside the intent's audit write), then the hold: the read is the evidence the hold was ours
+    assert calls.index("job_state") < calls.index("requeue_hold")
+    assert calls.index("advice:hold") < calls.index("requeue_hold")
+    why = [m for m in fakes.messages if m.startswith("watchdog_fired/release:")]
+    assert len(why) == 1 and "taken as TrainGuard's own" in why[0] and "JobHeldAdmin" in why[0], why
+    assert EventType.ACTION_FAILED in fakes.events
+    await replays(env, history)
+
+
+async def test_a_hold_of_a_job_slurm_requeued_never_waits_for_the_evidence_read(
+    env: WorkflowEnvironment,
+) -> None:
+    """The read that would be the fail-open's evidence runs beside the advice's audit write, not in the
+    hold's path: a Slurm requeue starts the job again within seconds, and a hold that waited for one more
+    round trip came too late under load (the job ran on the dead node's neighbours, unexcluded). Here that
+    read never answers: every hold still runs, the recovery completes, and each unneeded read is
+    cancelled rather than left behind."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FailingHolds(
+        script=requeued_by_slurm(), slurm_job=job("PENDING", restarts=1), failing=(), slow_reads=True
+    )
+    history = await asyncio.wait_for(run_to_end(env, fakes, make_input(queue, mode=Mode.ACTION)), 60)
+    assert fakes.scheduler_calls == ["requeue_hold", "exclude", "release"], fakes.scheduler_calls
+    assert fakes.calls.count("job_state") == 1, fakes.calls  # the containment's; the decision holds nothing
+    kinds = [e.WhichOneof("attributes") for e in history.events]
+    assert kinds.count("activity_task_cancel_requested_event_attributes") == 1, kinds
+    await replays(env, history)
+
+
+async def test_a_failed_hold_of_a_job_slurm_requeued_is_released_and_not_recovered_twice(
+    env: WorkflowEnvironment,
+) -> None:
+    """The containment hold fails after taking effect, and so does the decision's hold of the same pending
+    job (slurmctld keeps failing): both are released, the job runs as Slurm requeued it, and the failure
+    stays handled (not contained and recovered a second time)."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FailingHolds(
+        script=requeued_by_slurm(), slurm_job=job("PENDING", restarts=1), failing=("/hold", "/s1")
+    )
+    history = await run_to_end(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert fakes.scheduler_calls == ["requeue_hold", "release", "requeue_hold", "release"], (
+        fakes.scheduler_calls
+    )
+    releases = fakes.action_inputs["release"]
+    assert all(r.our_hold == "JobHeldAdmin" and r.held_restarts == 1 for r in releases), releases
+    assert [a.advice.action.value for a in fakes.advice] == ["hold", "requeue"], fakes.advice
+    assert fakes.watch_inputs[-1].phase.failure_handled is True
+    assert "exclude" not in fakes.calls
+    await replays(env, history)
+
+
+async def test_a_failed_hold_never_lifts_a_hold_that_was_there_before_it(env: WorkflowEnvironment) -> None:
+    """The watch saw the job pending and not held, but an administrator held it before TrainGuard's step
+    (the workflow's read right before the hold finds it held). The step fails: that JobHeldAdmin hold is
+    not TrainGuard's and is never released as if it were."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = FailingHolds(
+        script=requeued_by_slurm(),
+        slurm_job=job("PENDING", restarts=1, held=True),
+        failing=("/hold", "/s1"),
+    )
+    history = await run_to_end(env, fakes, make_input(queue, mode=Mode.ACTION))
+    lifted = [r for r in fakes.action_inputs.get("release", []) if r.our_hold != REQUEUE_HELD_REASON]
+    assert lifted == [], lifted  # only the requeue-hold's own Reason may be lifted, never JobHeldAdmin
+    assert not any(m.startswith("watchdog_fired/") for m in fakes.messages), fakes.messages
+    await replays(env, history)
+
+
 async def _wait_for(predicate: object, what: str) -> None:
     for _ in range(300):
         if predicate():  # type: ignore[operator]

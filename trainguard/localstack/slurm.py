@@ -197,7 +197,9 @@ class LocalSlurmCluster:
     carry; any other runs from `rootfs` (see slurm_rootfs), with `shared_paths` (plus the repo,
     `base_dir` and /tmp) visible at the same paths inside it so job scripts, working directories and
     output files are the same for Slurm and for the host. `rest_port` (or `jwt=True`) enables JWT
-    authentication so `start_rest()` can run slurmrestd there.
+    authentication so `start_rest()` can run slurmrestd there. `settings` replaces slurm.conf lines of
+    this cluster only (e.g. {"MinJobAge": "2"}), after the per-version ones; a key the template lacks
+    is added.
     """
 
     def __init__(
@@ -215,6 +217,7 @@ class LocalSlurmCluster:
         shared_paths: Sequence[Path] = (),
         rest_port: int | None = None,
         jwt: bool = False,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -247,6 +250,7 @@ class LocalSlurmCluster:
         self.shared_paths = [REPO, self.base_dir, Path("/tmp"), *shared_paths]
         self.rest_port = rest_port
         self.jwt = jwt or rest_port is not None  # auth/jwt in slurm.conf (slurmrestd needs it)
+        self.settings = dict(settings or {})
         self.jwt_key = self.base_dir / "etc" / "jwt.key"
         self._rest = BackgroundProcess(
             "slurmrestd", self.run_dir, [self._exe("slurmrestd")], marker="slurmrestd"
@@ -330,8 +334,13 @@ class LocalSlurmCluster:
             "cpus": str(self.cpus_per_node),
         }
         text = string.Template(self.template.read_text()).substitute(values)
-        for key, value in VERSION_SETTINGS.get(self.version, {}).items():
-            text = re.sub(rf"^{key}=.*$", f"{key}={value}", text, flags=re.MULTILINE)
+        for key, value in {**VERSION_SETTINGS.get(self.version, {}), **self.settings}.items():
+            if not re.fullmatch(r"[A-Za-z]+", key) or "\n" in value:
+                raise ValueError(f"invalid slurm.conf setting {key}={value!r}")
+            lines = text.splitlines()
+            found = any(line.startswith(f"{key}=") for line in lines)
+            lines = [f"{key}={value}" if line.startswith(f"{key}=") else line for line in lines]
+            text = "\n".join(lines if found else [*lines, f"{key}={value}"]) + "\n"
         if self.jwt:
             # slurmrestd passes each request's JWT (X-SLURM-USER-TOKEN) on to slurmctld, which checks it.
             text += f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={self.jwt_key}\n"

@@ -276,12 +276,16 @@ class SlurmAccess(ABC):
             detail += f" (kept the job's own {commands.node_list(kept)})"
         return self._done(step, True, detail, after)
 
-    async def release(self, job_id: str, our_hold: str | None = None) -> ActionResult:
+    async def release(
+        self, job_id: str, our_hold: str | None = None, restarts: int | None = None
+    ) -> ActionResult:
         """Lift TrainGuard's own hold, and only that.
 
         `our_hold` is Slurm's Reason right after TrainGuard held the job: a job held for any other
         reason (`scontrol uhold` -> JobHeldUser, an admin's hold, `sbatch -H`) is left held. "" means
         TrainGuard placed no hold; None is the behaviour of releases scheduled before this existed.
+        `restarts`: only while Slurm's restart count is this one (the attempt TrainGuard held); a job
+        requeued since is left held.
         """
         step = ActionStep.RELEASE
         job = await self.job(job_id)
@@ -297,6 +301,14 @@ class SlurmAccess(ABC):
                 step,
                 False,
                 f"job is held by someone else (Reason={job.reason or '?'}; {ours}); left held",
+                job,
+            )
+        if restarts is not None and job.restart_count != restarts:
+            return self._done(
+                step,
+                False,
+                f"job was requeued since TrainGuard's hold (restarts={job.restart_count}, the held attempt "
+                f"was {restarts}); its hold is not TrainGuard's, left held",
                 job,
             )
         await self._release(job_id)

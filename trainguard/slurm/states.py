@@ -150,3 +150,9 @@ def node_state_from_list(values: Iterable[str]) -> tuple[str, tuple[str, ...]]:
 # Slurm's Reason for a job `scontrol requeuehold` put back (22.05 and 24.11): the hold TrainGuard places on
 # a failed attempt. A user's or an admin's `scontrol hold` shows JobHeldUser / JobHeldAdmin instead.
 REQUEUE_HELD_REASON = "job_requeued_in_held_state"
+
+# Slurm's Reason for a job held by `scontrol hold` run as root, SlurmUser or an operator (22.05 and 24.11,
+# text and JSON): TrainGuard's containment hold of a job Slurm requeued itself, and any administrator's
+# hold, alike. Slurm records nothing else about a hold (no description, no author; a job's Reason cannot be
+# set by `scontrol update`), and a second `scontrol hold` of a held job changes nothing.
+ADMIN_HELD_REASON = "JobHeldAdmin"
