@@ -9,8 +9,10 @@ workload-hour: history events (from sampled histories) and billable actions (act
 signals, search-attribute upserts from histories; heartbeats from the dev server's metrics).
 
 The cluster queue runs in two processes (`--cluster-workers 2`, the default): this one and a replica over
-the same simulated jobs. After the healthy window the replica is SIGKILLed and the benchmark times how
-soon the watches it held run again on the survivor (worker presence, workers/presence.py). Snapshots
+the same simulated jobs. After the healthy window comes a fault window with both processes alive
+(`--shared-faults` seconds; each faults the jobs it watches, bench/shared_faults.py), then the replica is
+SIGKILLed and the benchmark times how soon the watches it held run again on the survivor (worker presence,
+workers/presence.py), then the `--duration` fault window on the survivor alone. Snapshots
 are rendered as Slurm 22.05's `squeue --json` and read by the real parser (bench/simcluster.py).
 
     .venv/bin/python -m bench.scale                          # 2000 workloads, in-memory, ~8 min
@@ -52,6 +54,7 @@ from bench.common import (
     proc_rss_mib,
     table,
 )
+from bench.shared_faults import SharedFaultFiles, follow_window, watched_here
 from bench.simcluster import SimFiles, SimSlurm, SimWorkloads, opt_in_comment
 from trainguard.audit.store import AuditStore
 from trainguard.contracts import WATCH_JOB, RecoveryConfig
@@ -239,6 +242,7 @@ class Report:
     heartbeats_per_hour: float
     history_limit: int
     cluster_workers: int = 1
+    shared: SharedWindow | None = None
     loss: Loss | None = None
     presence_requests_per_hour: float = 0.0
     load: float = 0.0
@@ -304,9 +308,33 @@ class Report:
             ],
             ["load average (1 min) at the end of the healthy window", f"{self.load:.1f}"],
         ]
+        if self.shared is not None:
+            rows += self.shared.rows()
         if self.loss is not None:
             rows += self.loss.rows()
         return table(["scale", "value"], rows)
+
+
+@dataclass
+class SharedWindow:
+    """Faults while both worker processes live: detection with the watches spread over two workers."""
+
+    window_s: float
+    faults: int
+    undetected: int
+    detection: Dist
+    worker_cores: float  # this process's (one of the two)
+
+    def rows(self) -> list[list[str]]:
+        d = self.detection
+        return [
+            [
+                "two workers: fault window / faults injected / undetected",
+                f"{self.window_s:.0f} s / {self.faults} / {self.undetected}",
+            ],
+            ["  detection p50 / p95 / max", f"{fmt(d.p50)} / {fmt(d.p95)} / {fmt(d.max)} s"],
+            ["  one worker process's CPU (cores)", f"{self.worker_cores:.2f}"],
+        ]
 
 
 def scale_settings(args: argparse.Namespace, address: str, audit_url: str) -> Settings:
@@ -360,6 +388,7 @@ def start_replica(
     argv += ["--interval", *(str(v) for v in args.interval), "--poll-interval", str(args.poll_interval)]
     argv += ["--slice", str(args.slice), "--heartbeat-timeout", str(args.heartbeat_timeout)]
     argv += ["--presence-timeout", str(args.presence_timeout)]
+    argv += ["--faults-per-hour", str(args.faults_per_hour), "--shared-faults-dir", str(base)]
     argv += ["--snapshot-interval", str(args.snapshot_interval)]
     log = open(base / "replica.log", "wb")  # noqa: SIM115 (the child keeps it open)
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -374,7 +403,12 @@ async def run_replica(args: argparse.Namespace) -> None:
     sim, workloads = make_sim(args, args.submit_time)
     client = await connect(settings)
     runtime = build_workers(client, settings, queues=queues, slurm=sim)
-    tasks = [asyncio.create_task(workloads.run())]  # progress lines only: faulting stays off
+    tasks = [asyncio.create_task(workloads.run())]  # faults only while the survivor opens the window
+    if args.shared_faults_dir and runtime.cluster is not None:
+        files = SharedFaultFiles.under(Path(args.shared_faults_dir))
+        workloads.may_fault = watched_here(CLUSTER, runtime.cluster.watched)
+        workloads.on_fault = files.append
+        tasks.append(asyncio.create_task(follow_window(files, workloads)))
     if args.watched_file:
         tasks.append(asyncio.create_task(report_watched(runtime, Path(args.watched_file))))
     try:
@@ -528,6 +562,22 @@ async def run(args: argparse.Namespace) -> Report:
         before = await take(server)
         await asyncio.sleep(args.healthy)
         after = await take(server)
+        shared_faults: dict[str, float] = {}
+        if replica is not None and args.shared_faults > 0:
+            files = SharedFaultFiles.under(base)
+            assert runtime.cluster is not None
+            workloads.may_fault = watched_here(CLUSTER, runtime.cluster.watched)
+            files.open_window()
+            workloads.faulting = True
+            await asyncio.sleep(args.shared_faults)
+            workloads.faulting = False
+            files.close_window()
+            await asyncio.sleep(args.drain)
+            shared_faults = {f.job_id: f.at for f in [*workloads.faults, *files.replica_faults()]}
+            # after the loss: any job this process sees, but none faulted already (its replica may differ)
+            workloads.may_fault = lambda j: j.snap.job_id not in shared_faults
+            workloads.faults.clear()
+        mid = await take(server) if shared_faults else after
         if replica is not None:
             loss = await lose_worker(runtime, replica, sim)
             print(loss.render(), flush=True)
@@ -539,12 +589,23 @@ async def run(args: argparse.Namespace) -> Report:
         store = AuditStore.from_url(audit_url)
         faults = {f.job_id: f.at for f in workloads.faults}
         latencies, undetected = await asyncio.to_thread(detection_latencies, store, faults)
-        healthy = [j.snap for j in sim.jobs.values() if j.snap.job_id not in faults]
+        shared = None
+        if shared_faults:
+            found, missed = await asyncio.to_thread(detection_latencies, store, shared_faults)
+            shared = SharedWindow(
+                window_s=mid.at - after.at,
+                faults=len(shared_faults),
+                undetected=missed,
+                detection=Dist.of(found),
+                worker_cores=(mid.cpu_s - after.cpu_s) / (mid.at - after.at),
+            )
+        faulted = faults.keys() | shared_faults.keys()
+        healthy = [j.snap for j in sim.jobs.values() if j.snap.job_id not in faulted]
         sample = random.sample(healthy, min(args.sample, len(healthy)))
         ids = [workflow_id_for(CLUSTER, s.job_id, s.submit_time) for s in sample]
         costs = await history_costs(client, ids, before.at, after.at)
         window = after.at - before.at
-        fault_window = end.at - after.at
+        fault_window = end.at - mid.at
         hours = window / 3600.0
         heartbeats = (
             after.requests["RecordActivityTaskHeartbeat"] - before.requests["RecordActivityTaskHeartbeat"]
@@ -564,12 +625,13 @@ async def run(args: argparse.Namespace) -> Report:
             worker_cores=(after.cpu_s - before.cpu_s) / window,
             worker_peak_mib=peak_rss_mib(),
             server_cores=(after.server_cpu_s - before.server_cpu_s) / window,
-            fault_worker_cores=(end.cpu_s - after.cpu_s) / fault_window,
+            fault_worker_cores=(end.cpu_s - mid.cpu_s) / fault_window,
             server_peak_mib=(proc_rss_mib(pid) or 0.0) if pid else 0.0,
             per_hour={k: v / len(ids) / hours for k, v in costs.items()} if ids else {},
             heartbeats_per_hour=heartbeats / args.workloads / hours,
             history_limit=RecoveryConfig(cluster_queue="-").history_limit,
             cluster_workers=args.cluster_workers,
+            shared=shared,
             loss=loss,
             presence_requests_per_hour=sum(after.requests[op] - before.requests[op] for op in PRESENCE_OPS)
             / hours,
@@ -635,6 +697,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=2,
         help="2: a second cluster worker process, SIGKILLed after the healthy window (worker loss)",
     )
+    p.add_argument(
+        "--shared-faults",
+        type=float,
+        default=180.0,
+        help="seconds of a fault window while both worker processes live, before the loss (0: none)",
+    )
     p.add_argument("--presence-timeout", type=float, default=watch.presence_timeout_s)
     p.add_argument("--seed", type=int, default=1)
     # internal: run as the replica worker process of a benchmark (see start_replica)
@@ -642,6 +710,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--address", help=argparse.SUPPRESS)
     p.add_argument("--audit-url", help=argparse.SUPPRESS)
     p.add_argument("--watched-file", help=argparse.SUPPRESS)
+    p.add_argument("--shared-faults-dir", help=argparse.SUPPRESS)
     p.add_argument(
         "--replica-queues",
         default="control,cluster",

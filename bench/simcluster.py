@@ -238,7 +238,9 @@ class SimSlurm(SlurmClient):
         self._set(job, excluded_nodes=tuple(sorted({*job.snap.excluded_nodes, *nodes})))
         return self._result(ActionStep.EXCLUDE, True, "excluded", job)
 
-    async def release(self, job_id: str, our_hold: str | None = None) -> ActionResult:
+    async def release(
+        self, job_id: str, our_hold: str | None = None, restarts: int | None = None
+    ) -> ActionResult:
         self._count("release")
         job = self.jobs[job_id]
         if not job.snap.held:
@@ -274,6 +276,9 @@ class SimWorkloads:
     fault_to_exit_s: float = 1.0  # the failing process exits (job FAILED) this long after its Xid line
     faults: list[Fault] = field(default_factory=list)
     faulting: bool = False  # off during start-up, so detection latency is measured under steady load
+    # Which jobs this process may fault (None: all); e.g. only those whose watch runs here.
+    may_fault: Callable[[SimJob], bool] | None = None
+    on_fault: Callable[[Fault], None] | None = None  # told of each fault as it is written
     _last_tick: float = 0.0
 
     def tick(self) -> None:
@@ -300,18 +305,19 @@ class SimWorkloads:
                 slurm.files.append(snap.stdout_path, _iteration_line(job.iteration, ms))
                 job.next_line_at = now + ms / 1000.0
         if self.faulting and self.faults_per_hour > 0 and dt > 0:
-            expected = len(slurm.jobs) * self.faults_per_hour * dt / 3600.0
+            candidates = [j for j in slurm.jobs.values() if self.may_fault is None or self.may_fault(j)]
+            expected = len(candidates) * self.faults_per_hour * dt / 3600.0
             for _ in range(_poisson(expected)):
-                self._inject(now)
+                self._inject(now, candidates)
 
     def _nodes(self, job: SimJob) -> tuple[str, ...]:
         names = [n.name for n in self.slurm.nodes if n.name not in job.snap.excluded_nodes]
         return tuple(random.sample(names, 2))
 
-    def _inject(self, now: float) -> None:
+    def _inject(self, now: float, candidates: list[SimJob]) -> None:
         healthy = [
             j
-            for j in self.slurm.jobs.values()
+            for j in candidates
             if j.snap.state == "RUNNING" and j.faulted_at is None and j.snap.restart_count == 0
         ]
         if not healthy:
@@ -328,7 +334,10 @@ class SimWorkloads:
                 "[rank1]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
             ),
         )
-        self.faults.append(Fault(job.snap.job_id, now, node))
+        fault = Fault(job.snap.job_id, now, node)
+        self.faults.append(fault)
+        if self.on_fault is not None:
+            self.on_fault(fault)
 
     async def run(self, every_s: float = 0.25) -> None:
         while True:

@@ -93,6 +93,8 @@ async def test_scale_smoke_detects_every_fault_under_a_small_load(tmp_path: Path
             "5",
             "--duration",
             "6",
+            "--shared-faults",
+            "6",
             "--warmup",
             "1",
             "--drain",
@@ -115,6 +117,11 @@ async def test_scale_smoke_detects_every_fault_under_a_small_load(tmp_path: Path
     assert report.detection.p95 <= 10.0
     assert report.window_s >= 5.0 and report.worker_peak_mib > 0
     assert "detection p50" in report.render()
+    # faults while both worker processes lived: each faulted the jobs it watched, and all were seen
+    shared = report.shared
+    assert shared is not None and shared.faults > 0 and shared.undetected == 0, shared
+    assert shared.detection.p95 <= 10.0, shared
+    assert "two workers" in report.render()
     # the second cluster worker (a process) was SIGKILLed: its watches ran again on the survivor
     loss = report.loss
     assert loss is not None and loss.held > 0 and len(loss.resumed) == loss.held, loss
