@@ -59,7 +59,10 @@ HELDOUT_R8_FLOOR_FATAL, HELDOUT_R8_FLOOR_CATEGORY, HELDOUT_R8_FLOOR_ATTRIBUTION 
 ROUND8_LAST_PUBLIC = 451
 # The whole held-out part as it stands (round 9: 94.2 / 90.6 / 88.3 % of 223). Set at what was measured:
 # the 25 held-out excerpts new in round 9 are scored, not fitted, so they pull the whole part down.
+# Round 10 (238 excerpts): 94.1 / 90.8 / 88.7 %, so these floors still hold on the whole part and keep
+# applying to it; they also keep applying to exactly the 223 they were set on (ROUND9_LAST_PUBLIC).
 HELDOUT_R9_FLOOR_FATAL, HELDOUT_R9_FLOOR_CATEGORY, HELDOUT_R9_FLOOR_ATTRIBUTION = 0.94, 0.90, 0.88
+ROUND9_LAST_PUBLIC = 491
 # The blind measure of round 8: the held-out excerpts new in round 8 (pub425 on), split and committed
 # (8e70e24, 5850022) before the classifier was run on them, never used to choose or fit a signature (14 of
 # 15 right on all three counts, 93.3 %). Small, so it is a tripwire rather than a precise rate.
@@ -71,6 +74,14 @@ HELDOUT_R8_NEW_FLOOR = 0.93
 # it): 88.0 / 72.0 / 72.0 % of 25. The floor is that measure.
 ROUND9_FIRST_PUBLIC = 452
 HELDOUT_R9_NEW_FLOOR_FATAL, HELDOUT_R9_NEW_FLOOR_CATEGORY, HELDOUT_R9_NEW_FLOOR_ATTRIBUTION = 0.88, 0.72, 0.72
+# The blind measure of round 10: the held-out excerpts new in round 10 (pub492 on), split and committed
+# (cf393b7) before the classifier was run on them. Measured with the round-9 catalog: 86.7 / 86.7 / 86.7 %
+# of 15 (13 right), no healthy one called fatal. After the round's generalisations, which came from its
+# tuning misses only, 93.3 % on all three counts: one of the 15 (a raylet OOM summary) now reads right
+# through the Ray memory-monitor signature generalised from a tuning excerpt of the same kind. The floor is
+# the measure after; the blind figure is the one before (docs/detection.md).
+ROUND10_FIRST_PUBLIC = 492
+HELDOUT_R10_NEW_FLOOR = 0.93
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -82,7 +93,7 @@ KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset()
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 570
+    assert len(own) >= 630
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -90,9 +101,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 100
+    assert sum(1 for s in own if not s.fatal) >= 150
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 315
+    assert len({s.repo for s in own}) >= 345
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -198,7 +209,7 @@ def test_round8_heldout_part_holds_its_floor() -> None:
 
 def test_whole_heldout_part_holds_its_floor() -> None:
     report = _parts()[HELDOUT]
-    assert report.total >= 220
+    assert report.total >= 238
     called_fatal = {o.sample.id for o in report.healthy_classified_fatal}
     unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
     assert not unexpected, unexpected
@@ -227,13 +238,30 @@ def test_round8_new_heldout_excerpts_hold_their_blind_floor() -> None:
     assert new.attribution_accuracy >= HELDOUT_R8_NEW_FLOOR
 
 
+def test_round9_heldout_part_holds_its_floor() -> None:
+    report = _heldout_up_to(_parts()[HELDOUT], ROUND9_LAST_PUBLIC)
+    assert report.total >= 223
+    assert report.fatal_accuracy >= HELDOUT_R9_FLOOR_FATAL
+    assert report.category_accuracy >= HELDOUT_R9_FLOOR_CATEGORY
+    assert report.attribution_accuracy >= HELDOUT_R9_FLOOR_ATTRIBUTION
+
+
 def test_round9_new_heldout_excerpts_hold_their_blind_floor() -> None:
-    new = _heldout_between(ROUND9_FIRST_PUBLIC, 10**6)
+    new = _heldout_between(ROUND9_FIRST_PUBLIC, ROUND9_LAST_PUBLIC)
     assert new.total >= 25
     assert new.healthy_classified_fatal == []
     assert new.fatal_accuracy >= HELDOUT_R9_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R9_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R9_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round10_new_heldout_excerpts_hold_their_floor() -> None:
+    new = _heldout_between(ROUND10_FIRST_PUBLIC, 10**6)
+    assert new.total >= 15
+    assert new.healthy_classified_fatal == []
+    assert new.fatal_accuracy >= HELDOUT_R10_NEW_FLOOR
+    assert new.category_accuracy >= HELDOUT_R10_NEW_FLOOR
+    assert new.attribution_accuracy >= HELDOUT_R10_NEW_FLOOR
 
 
 def test_known_heldout_false_positives_are_still_wrong() -> None:
