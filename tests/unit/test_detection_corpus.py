@@ -61,8 +61,18 @@ ROUND8_LAST_PUBLIC = 451
 # the 25 held-out excerpts new in round 9 are scored, not fitted, so they pull the whole part down.
 # Round 10 (238 excerpts): 94.1 / 90.8 / 88.7 %, so these floors still hold on the whole part and keep
 # applying to it; they also keep applying to exactly the 223 they were set on (ROUND9_LAST_PUBLIC).
+# Round 11: the 22 held-out excerpts it added are scored, not fitted, and read 81.8 / 54.5 / 45.5 %, so
+# the whole part (260) reads 93.1 / 87.7 / 85.4 %. As after round 5 and round 7, these floors are not
+# loosened to absorb them: they keep applying to exactly the 238 excerpts of the whole part as it stood
+# after round 10 (ROUND10_LAST_PUBLIC), where they hold (94.1 / 90.8 / 89.1 %), and the round-11
+# excerpts have a floor of their own (below). Every held-out excerpt is under one of the two.
 HELDOUT_R9_FLOOR_FATAL, HELDOUT_R9_FLOOR_CATEGORY, HELDOUT_R9_FLOOR_ATTRIBUTION = 0.94, 0.90, 0.88
 ROUND9_LAST_PUBLIC = 491
+# The held-out part as it stood after round 10, measured after round 11's generalisations: 94.1 / 90.8 /
+# 89.1 % of 238 (one excerpt, pub363, gained its attribution through a signature generalised from a
+# tuning excerpt of its kind). The attribution floor rises to what was measured; the others stay.
+HELDOUT_R10_FLOOR_FATAL, HELDOUT_R10_FLOOR_CATEGORY, HELDOUT_R10_FLOOR_ATTRIBUTION = 0.94, 0.90, 0.89
+ROUND10_LAST_PUBLIC = 522
 # The blind measure of round 8: the held-out excerpts new in round 8 (pub425 on), split and committed
 # (8e70e24, 5850022) before the classifier was run on them, never used to choose or fit a signature (14 of
 # 15 right on all three counts, 93.3 %). Small, so it is a tripwire rather than a precise rate.
@@ -82,6 +92,15 @@ HELDOUT_R9_NEW_FLOOR_FATAL, HELDOUT_R9_NEW_FLOOR_CATEGORY, HELDOUT_R9_NEW_FLOOR_
 # the measure after; the blind figure is the one before (docs/detection.md).
 ROUND10_FIRST_PUBLIC = 492
 HELDOUT_R10_NEW_FLOOR = 0.93
+# The measure of round 11: the held-out excerpts new in round 11 (pub523 on), found by the kinds the
+# held-out part misses (kind-informed, like round 8's, see docs/detection.md), split and committed
+# (e95905b) before the classifier was run on them. Blind, with the round-10 catalog: 81.8 / 54.5 / 40.9 %
+# of 22, no healthy one called fatal. After the round's generalisations, which came from its tuning misses
+# only: 81.8 / 54.5 / 45.5 % (one excerpt of a kind also missed on the tuning side, an expired job
+# credential, gained its attribution). The floor is the measure after.
+ROUND11_FIRST_PUBLIC = 523
+HELDOUT_R11_NEW_FLOOR_FATAL = 0.81
+HELDOUT_R11_NEW_FLOOR_CATEGORY, HELDOUT_R11_NEW_FLOOR_ATTRIBUTION = 0.54, 0.45
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -93,7 +112,7 @@ KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset()
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 630
+    assert len(own) >= 664
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -101,9 +120,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 150
+    assert sum(1 for s in own if not s.fatal) >= 157
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 345
+    assert len({s.repo for s in own}) >= 354
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -208,14 +227,20 @@ def test_round8_heldout_part_holds_its_floor() -> None:
 
 
 def test_whole_heldout_part_holds_its_floor() -> None:
-    report = _parts()[HELDOUT]
-    assert report.total >= 238
-    called_fatal = {o.sample.id for o in report.healthy_classified_fatal}
+    whole = _parts()[HELDOUT]
+    assert whole.total >= 260
+    called_fatal = {o.sample.id for o in whole.healthy_classified_fatal}
     unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
     assert not unexpected, unexpected
+    # The part as it stood after round 10; the excerpts added since have their own floors below.
+    report = _heldout_up_to(whole, ROUND10_LAST_PUBLIC)
+    assert report.total >= 238
     assert report.fatal_accuracy >= HELDOUT_R9_FLOOR_FATAL
     assert report.category_accuracy >= HELDOUT_R9_FLOOR_CATEGORY
     assert report.attribution_accuracy >= HELDOUT_R9_FLOOR_ATTRIBUTION
+    assert report.fatal_accuracy >= HELDOUT_R10_FLOOR_FATAL
+    assert report.category_accuracy >= HELDOUT_R10_FLOOR_CATEGORY
+    assert report.attribution_accuracy >= HELDOUT_R10_FLOOR_ATTRIBUTION
 
 
 def _heldout_between(first_public: int, last_public: int) -> Report:
@@ -256,12 +281,21 @@ def test_round9_new_heldout_excerpts_hold_their_blind_floor() -> None:
 
 
 def test_round10_new_heldout_excerpts_hold_their_floor() -> None:
-    new = _heldout_between(ROUND10_FIRST_PUBLIC, 10**6)
+    new = _heldout_between(ROUND10_FIRST_PUBLIC, ROUND10_LAST_PUBLIC)
     assert new.total >= 15
     assert new.healthy_classified_fatal == []
     assert new.fatal_accuracy >= HELDOUT_R10_NEW_FLOOR
     assert new.category_accuracy >= HELDOUT_R10_NEW_FLOOR
     assert new.attribution_accuracy >= HELDOUT_R10_NEW_FLOOR
+
+
+def test_round11_new_heldout_excerpts_hold_their_floor() -> None:
+    new = _heldout_between(ROUND11_FIRST_PUBLIC, 10**6)
+    assert new.total >= 22
+    assert new.healthy_classified_fatal == []
+    assert new.fatal_accuracy >= HELDOUT_R11_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R11_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R11_NEW_FLOOR_ATTRIBUTION
 
 
 def test_known_heldout_false_positives_are_still_wrong() -> None:
