@@ -18,7 +18,11 @@ async def test_a_node_that_died_while_the_worker_was_away_is_excluded_when_it_is
         try:
             await stack.wait_event(job, EventType.WORKLOAD_DISCOVERED, timeout=120)
             await stack.wait_for(
-                lambda: "successfully saved checkpoint" in job.output.read_text(errors="replace"),
+                # discovery may see the job pending, before its output file exists
+                lambda: (
+                    job.output.exists()
+                    and "successfully saved checkpoint" in job.output.read_text(errors="replace")
+                ),
                 "a checkpoint",
                 60,
                 job.job_id,
