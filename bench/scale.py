@@ -563,21 +563,10 @@ async def run(args: argparse.Namespace) -> Report:
         await asyncio.sleep(args.healthy)
         after = await take(server)
         shared_faults: dict[str, float] = {}
+        mid = after
         if replica is not None and args.shared_faults > 0:
-            files = SharedFaultFiles.under(base)
-            assert runtime.cluster is not None
-            workloads.may_fault = watched_here(CLUSTER, runtime.cluster.watched)
-            files.open_window()
-            workloads.faulting = True
-            await asyncio.sleep(args.shared_faults)
-            workloads.faulting = False
-            files.close_window()
-            await asyncio.sleep(args.drain)
-            shared_faults = {f.job_id: f.at for f in [*workloads.faults, *files.replica_faults()]}
-            # after the loss: any job this process sees, but none faulted already (its replica may differ)
-            workloads.may_fault = lambda j: j.snap.job_id not in shared_faults
-            workloads.faults.clear()
-        mid = await take(server) if shared_faults else after
+            shared_faults = await fault_both_workers(args, base, runtime, workloads)
+            mid = await take(server)
         if replica is not None:
             loss = await lose_worker(runtime, replica, sim)
             print(loss.render(), flush=True)
@@ -590,7 +579,7 @@ async def run(args: argparse.Namespace) -> Report:
         faults = {f.job_id: f.at for f in workloads.faults}
         latencies, undetected = await asyncio.to_thread(detection_latencies, store, faults)
         shared = None
-        if shared_faults:
+        if mid is not after:
             found, missed = await asyncio.to_thread(detection_latencies, store, shared_faults)
             shared = SharedWindow(
                 window_s=mid.at - after.at,
@@ -643,6 +632,27 @@ async def run(args: argparse.Namespace) -> Report:
             replica.kill()
             replica.wait()
         await stop_bench(runtime, tasks, store, server)
+
+
+async def fault_both_workers(
+    args: argparse.Namespace, base: Path, runtime: Runtime, workloads: SimWorkloads
+) -> dict[str, float]:
+    """The fault window while both worker processes live, then its drain: each process faults the jobs it
+    watches (bench/shared_faults.py). Its faults (job id -> when written), the replica's included; later
+    windows leave those jobs alone, since the survivor's replica of them may differ from the lost one's."""
+    files = SharedFaultFiles.under(base)
+    assert runtime.cluster is not None
+    workloads.may_fault = watched_here(CLUSTER, runtime.cluster.watched)
+    files.open_window()
+    workloads.faulting = True
+    await asyncio.sleep(args.shared_faults)
+    workloads.faulting = False
+    files.close_window()
+    await asyncio.sleep(args.drain)
+    faults = {f.job_id: f.at for f in [*workloads.faults, *files.replica_faults()]}
+    workloads.may_fault = lambda j: j.snap.job_id not in faults
+    workloads.faults.clear()
+    return faults
 
 
 async def stop_bench(

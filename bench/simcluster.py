@@ -305,20 +305,27 @@ class SimWorkloads:
                 slurm.files.append(snap.stdout_path, _iteration_line(job.iteration, ms))
                 job.next_line_at = now + ms / 1000.0
         if self.faulting and self.faults_per_hour > 0 and dt > 0:
-            candidates = [j for j in slurm.jobs.values() if self.may_fault is None or self.may_fault(j)]
-            expected = len(candidates) * self.faults_per_hour * dt / 3600.0
-            for _ in range(_poisson(expected)):
-                self._inject(now, candidates)
+            draws = _poisson(len(slurm.jobs) * self.faults_per_hour * dt / 3600.0)
+            if draws:
+                jobs = list(slurm.jobs.values())
+                for _ in range(draws):
+                    # Thinning: a draw counts only on a job this process may fault, so the rate is the set
+                    # one per workload over those jobs, without filtering every job on every tick.
+                    if self.may_fault is None or self.may_fault(random.choice(jobs)):
+                        self._inject(now)
 
     def _nodes(self, job: SimJob) -> tuple[str, ...]:
         names = [n.name for n in self.slurm.nodes if n.name not in job.snap.excluded_nodes]
         return tuple(random.sample(names, 2))
 
-    def _inject(self, now: float, candidates: list[SimJob]) -> None:
+    def _inject(self, now: float) -> None:
         healthy = [
             j
-            for j in candidates
-            if j.snap.state == "RUNNING" and j.faulted_at is None and j.snap.restart_count == 0
+            for j in self.slurm.jobs.values()
+            if j.snap.state == "RUNNING"
+            and j.faulted_at is None
+            and j.snap.restart_count == 0
+            and (self.may_fault is None or self.may_fault(j))
         ]
         if not healthy:
             return
