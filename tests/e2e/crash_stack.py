@@ -442,6 +442,7 @@ def write_config(
     cluster: LocalSlurmCluster,
     audit_url: str,
     watch: dict[str, object] | None = None,
+    watchdog: dict[str, object] | None = None,
     limits: bool = True,
 ) -> Path:
     """`limits=False` leaves the `limits` section out: a release before it (the upgrade test's) refuses
@@ -459,7 +460,7 @@ def write_config(
         "audit": {"url": audit_url},
         # A killed worker's watch and discovery activities are retried after 5 s without a heartbeat.
         "watch": {"poll_interval_s": 0.5, "slice_s": 120, "heartbeat_timeout_s": 5, **(watch or {})},
-        "watchdog": {"decision_timeout_s": 60},
+        "watchdog": {"decision_timeout_s": 60, **(watchdog or {})},
     }
     if limits:
         doc["limits"] = SUITE_LIMITS.model_dump(mode="json")
@@ -503,20 +504,18 @@ async def crash_stack(
     failpoints: Iterable[str] = (),
     worker_code: Path | None = None,
     watch: dict[str, object] | None = None,
+    watchdog: dict[str, object] | None = None,
     supervise: bool = True,
     slurm_settings: dict[str, str] | None = None,
 ) -> AsyncIterator[CrashStack]:
     """Start Slurm + Temporal (db file) + the worker subprocess under CRASH_DIR/name; stop all after.
-    `watch` overrides watch settings; `supervise=False` leaves a killed worker dead (a lost machine);
-    `slurm_settings` replaces slurm.conf lines of this stack's cluster (e.g. {"MinJobAge": "2"})."""
+    `watch` and `watchdog` override those settings; `supervise=False` leaves a killed worker dead (a
+    lost machine); `slurm_settings` replaces slurm.conf lines of this stack's cluster (e.g.
+    {"MinJobAge": "2"})."""
     root = CRASH_DIR / name
+    await asyncio.to_thread(stop_leftovers)
     cluster = make_cluster(root, slurm_settings)
-    cluster.stop()  # leftovers of an interrupted run
     temporal_dir = root / "temporal"
-    for leftover in temporal_dir.glob("temporal-*.pid"):
-        LocalTemporal(temporal_dir, port=int(leftover.stem.split("-")[1])).stop()
-    for leftover_name in ("worker", *EXTRA_WORKERS):
-        WorkerProcess(root, root / "worker.yaml", name=leftover_name).proc.stop()
     for sub in ("jobs", "failpoints", "slurm/state", "temporal"):
         await asyncio.to_thread(_rmtree, root / sub)
     (root / "worker.log").unlink(missing_ok=True)
@@ -533,6 +532,7 @@ async def crash_stack(
         cluster=cluster,
         audit_url=url,
         watch=watch,
+        watchdog=watchdog,
         limits=worker_code is None,
     )
     worker = WorkerProcess(root, config)
@@ -568,6 +568,22 @@ async def crash_stack(
         await asyncio.to_thread(cluster.stop)
         await asyncio.to_thread(temporal.stop)
         store.close()
+
+
+def stop_leftovers() -> None:
+    """Stop what any crash stack of an interrupted or timed-out test left running. Every stack uses
+    the same Slurm ports, so another stack's surviving slurmctld would keep this one's from binding
+    (a pytest timeout raised inside the event loop can skip the stack's own teardown)."""
+    if not CRASH_DIR.is_dir():
+        return
+    for root in sorted(p for p in CRASH_DIR.iterdir() if p.is_dir()):
+        if (root / "slurm").is_dir():
+            make_cluster(root).stop()
+        temporal_dir = root / "temporal"
+        for leftover in temporal_dir.glob("temporal-*.pid"):
+            LocalTemporal(temporal_dir, port=int(leftover.stem.split("-")[1])).stop()
+        for leftover_name in ("worker", *EXTRA_WORKERS):
+            WorkerProcess(root, root / "worker.yaml", name=leftover_name).proc.stop()
 
 
 def _rmtree(path: Path) -> None:

@@ -5,6 +5,11 @@ before Temporal hears of it: after the advice is stored, after requeue-hold, aft
 after release. All four are armed at once, so each recovery is killed at every step in turn (five kills,
 counting the containment advice), and five recoveries run concurrently: every point fires >= 5 times.
 A supervisor restarts the worker within ~0.25 s plus its start-up, as systemd would.
+
+The one worker process serves all five recoveries, so every recovery's decision is interrupted by the
+other recoveries' kills too (up to 25 restarts, each a Python start-up: 3-10 s on a loaded 2-core CI
+machine). The decision watchdog (60 s in the other crash stacks) would then fail open in the middle of a
+decision here, which is its own tested path (test_fail_open.py), not this one's: this stack gives it 300 s.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+
+import pytest
 
 from tests.e2e.crash_stack import (
     ADVICE_BEFORE_EXCLUSION,
@@ -30,8 +37,11 @@ FAILPOINTS = ("after_advice", "after_requeue_hold", "after_exclude", "after_rele
 RECOVERIES = 5
 
 
+# Longer than the test's own waits (300 + 120 + 120 s): a slow run fails with the audit trail and its
+# stack torn down, rather than being cut off by pytest-timeout inside the event loop.
+@pytest.mark.timeout(720)
 async def test_worker_killed_at_every_step_recovers_each_failure_exactly_once() -> None:
-    async with crash_stack("kill", failpoints=FAILPOINTS) as stack:
+    async with crash_stack("kill", failpoints=FAILPOINTS, watchdog={"decision_timeout_s": 300}) as stack:
         t0 = time.time()
         # long enough (7 s after the resume) that the requeued attempt outlives a worker restart
         jobs = [stack.submit("action", iters=80) for _ in range(RECOVERIES)]

@@ -80,6 +80,39 @@ def test_the_reaper_takes_over_each_vanished_worker_once_and_counts_it() -> None
     assert after == before + 1
 
 
+def test_a_vanished_worker_is_swept_once_more_one_timeout_later_and_then_never() -> None:
+    """The second sweep catches a watch the server handed to one of the dead worker's last polls after
+    the first sweep described its workflow; it runs once, one presence timeout after the first."""
+    seen = {"a": 100.0, "dead": 50.0}
+    now = [100.0]
+    me = FakePresence("a", seen, now=0.0)
+    me.clock = lambda: now[0]
+    assert [h.worker for h in asyncio.run(me.check_once())] == ["dead"]
+    now[0] = 114.0
+    seen["a"] = 114.0
+    assert asyncio.run(me.check_once()) == [] and me.asked == [{"dead"}]  # not due yet
+    now[0] = 115.0
+    seen["a"] = 115.0
+    assert [h.worker for h in asyncio.run(me.check_once())] == ["dead"]
+    assert me.asked == [{"dead"}, {"dead"}]
+    now[0] = 200.0
+    seen["a"] = 200.0
+    assert asyncio.run(me.check_once()) == [] and me.asked == [{"dead"}, {"dead"}]
+
+
+def test_only_the_reaper_sweeps_again() -> None:
+    """A worker that is no longer the first live identity leaves the second sweep to the one that is."""
+    seen = {"b": 100.0, "dead": 50.0}
+    now = [100.0]
+    me = FakePresence("b", seen, now=0.0)
+    me.clock = lambda: now[0]
+    asyncio.run(me.check_once())
+    seen["a"] = 120.0  # a worker that sorts first joined
+    seen["b"] = 120.0
+    now[0] = 120.0
+    assert asyncio.run(me.check_once()) == [] and me.asked == [{"dead"}]
+
+
 def test_a_restarted_worker_takes_over_its_dead_predecessor_alone() -> None:
     """One worker under systemd: the new process sees the old identity stale and takes its watches."""
     me = FakePresence("new", {"new": 100.0, "old": 70.0}, now=100.0)
