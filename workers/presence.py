@@ -205,7 +205,9 @@ class Presence:
             self.noticed.update(dict.fromkeys(gone, now))
             taken += await self._take(gone, again=False)
             self.handled |= gone
-            self.sweep_again.update(dict.fromkeys(gone, now + self.timeout_s))
+            # counted from the sweep's end: at 10,000 workloads it takes ~30 s, and the watches it
+            # took need a moment to start here before the next sweep can skip them
+            self.sweep_again.update(dict.fromkeys(gone, self.clock() + self.timeout_s))
         if due:
             # After the first sweep every watch it took runs here, so this one describes only what is
             # still not watched here: a few reads, unless something was missed.
