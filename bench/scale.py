@@ -470,6 +470,20 @@ class Loss:
         ]
 
 
+class StartLog(dict[str, float]):
+    """ClusterActivities.watched that also keeps each workflow's first watch start after it was put in
+    place: a taken-over watch that finds a fault at once ends within a second, so sampling `watched`
+    alone can miss its start and time the next attempt's, minutes later, as the resumption."""
+
+    def __init__(self, current: dict[str, float]) -> None:
+        super().__init__(current)
+        self.first: dict[str, float] = {}
+
+    def __setitem__(self, key: str, value: float) -> None:
+        self.first.setdefault(key, value)
+        super().__setitem__(key, value)
+
+
 async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: SimSlurm) -> Loss:
     """SIGKILL the replica; time until each watch taken over from it runs again on the survivor.
 
@@ -482,6 +496,8 @@ async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: S
     ids = [workflow_id_for(CLUSTER, j.snap.job_id, j.snap.submit_time) for j in sim.jobs.values()]
     not_here = len([w for w in ids if w not in cluster.watched])  # the replica's, or not started anywhere
     rss = proc_rss_mib(replica.pid) or 0.0
+    starts = StartLog(cluster.watched)
+    cluster.watched = starts
     killed = time.time()
     os.killpg(replica.pid, signal.SIGKILL)
     replica.wait()
@@ -489,7 +505,7 @@ async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: S
     started: dict[str, float] = {}  # workflow id -> first watch start here after the kill
     taken: set[str] = set()
     while time.monotonic() < deadline:
-        for wid, at in list(cluster.watched.items()):
+        for wid, at in list(starts.first.items()):
             if at > killed:
                 started.setdefault(wid, at - killed)
         done = [s for s in presence.stats if replica_id in s.workers]
