@@ -440,6 +440,10 @@ class Loss:
     detected_s: float  # kill -> the survivor decided the replica was gone
     replica_rss_mib: float
     takeover: TakeoverStats | None = None
+    # CPU of the survivor process and of the dev server from the kill until every taken watch ran
+    # again: tells a takeover bound by this host's 2 cores from one bound by the server's writes
+    survivor_cores: float = float("nan")
+    server_cores: float = float("nan")
 
     def render(self) -> str:
         return "; ".join(f"{k}: {v}" for k, v in self.rows())
@@ -467,6 +471,10 @@ class Loss:
                 f"{fmt(d.p50)} / {fmt(d.p95)} / {fmt(d.max)} s",
             ],
             ["  lost worker's RSS / per watched workload", f"{self.replica_rss_mib:.0f} MiB / {per:.2f} MiB"],
+            [
+                "  CPU until all ran again, cores: survivor / dev server",
+                f"{self.survivor_cores:.2f} / {self.server_cores:.2f}",
+            ],
         ]
 
 
@@ -484,7 +492,9 @@ class StartLog(dict[str, float]):
         super().__setitem__(key, value)
 
 
-async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: SimSlurm) -> Loss:
+async def lose_worker(
+    runtime: Runtime, replica: subprocess.Popen[bytes], sim: SimSlurm, server_pid: int | None
+) -> Loss:
     """SIGKILL the replica; time until each watch taken over from it runs again on the survivor.
 
     The survivor records when each watch starts in it (ClusterActivities.watched) and which activities it
@@ -499,6 +509,7 @@ async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: S
     starts = StartLog(cluster.watched)
     cluster.watched = starts
     killed = time.time()
+    cpu0, server0 = cpu_seconds(), (proc_cpu_seconds(server_pid) or 0.0) if server_pid else 0.0
     os.killpg(replica.pid, signal.SIGKILL)
     replica.wait()
     deadline = time.monotonic() + 600
@@ -519,6 +530,9 @@ async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: S
             if taken <= started.keys():
                 break
         await asyncio.sleep(0.2)
+    span = max(time.time() - killed, 1e-9)
+    survivor_cores = (cpu_seconds() - cpu0) / span
+    server_cores = ((proc_cpu_seconds(server_pid) or 0.0) - server0) / span if server_pid else float("nan")
     noticed = presence.noticed.get(replica_id)
     stats = [s for s in presence.stats if replica_id in s.workers]
     return Loss(
@@ -528,6 +542,8 @@ async def lose_worker(runtime: Runtime, replica: subprocess.Popen[bytes], sim: S
         detected_s=(noticed - killed) if noticed else float("nan"),
         replica_rss_mib=rss,
         takeover=stats[0] if stats else None,
+        survivor_cores=survivor_cores,
+        server_cores=server_cores,
     )
 
 
@@ -584,7 +600,7 @@ async def run(args: argparse.Namespace) -> Report:
             shared_faults = await fault_both_workers(args, base, runtime, workloads)
             mid = await take(server)
         if replica is not None:
-            loss = await lose_worker(runtime, replica, sim)
+            loss = await lose_worker(runtime, replica, sim, server.pid())
             print(loss.render(), flush=True)
         workloads.faulting = True
         await asyncio.sleep(args.duration)

@@ -109,6 +109,21 @@ class LocalTemporal:
         if port_open("127.0.0.1", self.port):
             raise TemporalStartError(f"port {self.port} is in use by another process")
         self.base_dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):
+            logged = self.log_file.stat().st_size if self.log_file.exists() else 0
+            try:
+                self._start_once(timeout)
+                return
+            except TemporalStartError:
+                # The dev server picks its internal ports (HTTP API, membership) itself; another process
+                # can take one between its choice and its bind. Only that is worth another try.
+                with open(self.log_file, "rb") as log:
+                    log.seek(logged)
+                    lost_race = b"address already in use" in log.read()
+                if not lost_race or attempt == 2 or port_open("127.0.0.1", self.port):
+                    raise
+
+    def _start_once(self, timeout: float) -> None:
         with open(self.log_file, "ab") as out:
             proc = subprocess.Popen(
                 self.argv(),
