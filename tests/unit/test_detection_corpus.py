@@ -71,7 +71,9 @@ ROUND9_LAST_PUBLIC = 491
 # The held-out part as it stood after round 10, measured after round 11's generalisations: 94.1 / 90.8 /
 # 89.1 % of 238 (one excerpt, pub363, gained its attribution through a signature generalised from a
 # tuning excerpt of its kind). The attribution floor rises to what was measured; the others stay.
-HELDOUT_R10_FLOOR_FATAL, HELDOUT_R10_FLOOR_CATEGORY, HELDOUT_R10_FLOOR_ATTRIBUTION = 0.94, 0.90, 0.89
+# Round 12 (same 238): 94.1 / 91.6 / 89.9 % (three held-out excerpts of kinds round 12 learnt from its
+# tuning part read right, one reads wrong, see docs/detection.md); category floor raised to 91 %.
+HELDOUT_R10_FLOOR_FATAL, HELDOUT_R10_FLOOR_CATEGORY, HELDOUT_R10_FLOOR_ATTRIBUTION = 0.94, 0.91, 0.89
 ROUND10_LAST_PUBLIC = 522
 # The blind measure of round 8: the held-out excerpts new in round 8 (pub425 on), split and committed
 # (8e70e24, 5850022) before the classifier was run on them, never used to choose or fit a signature (14 of
@@ -83,7 +85,9 @@ HELDOUT_R8_NEW_FLOOR = 0.93
 # catalog change and after (the round's generalisations come from its tuning misses only and did not move
 # it): 88.0 / 72.0 / 72.0 % of 25. The floor is that measure.
 ROUND9_FIRST_PUBLIC = 452
-HELDOUT_R9_NEW_FLOOR_FATAL, HELDOUT_R9_NEW_FLOOR_CATEGORY, HELDOUT_R9_NEW_FLOOR_ATTRIBUTION = 0.88, 0.72, 0.72
+# Round 12: two of the 25 (pyxis step-start refusals, pub452 and pub454) read right through the container
+# signature generalised from round 12's tuning misses: 88.0 / 80.0 / 80.0 %; the floor rises to it.
+HELDOUT_R9_NEW_FLOOR_FATAL, HELDOUT_R9_NEW_FLOOR_CATEGORY, HELDOUT_R9_NEW_FLOOR_ATTRIBUTION = 0.88, 0.80, 0.80
 # The blind measure of round 10: the held-out excerpts new in round 10 (pub492 on), split and committed
 # (cf393b7) before the classifier was run on them. Measured with the round-9 catalog: 86.7 / 86.7 / 86.7 %
 # of 15 (13 right), no healthy one called fatal. After the round's generalisations, which came from its
@@ -98,21 +102,39 @@ HELDOUT_R10_NEW_FLOOR = 0.93
 # of 22, no healthy one called fatal. After the round's generalisations, which came from its tuning misses
 # only: 81.8 / 54.5 / 45.5 % (one excerpt of a kind also missed on the tuning side, an expired job
 # credential, gained its attribution). The floor is the measure after.
+# Round 12: 86.4 / 86.4 / 77.3 % of the same 22, after round 12's generalisations (from its tuning misses:
+# the container stack refusing a step, NCCL's own CUDA failures); the floor rises to it.
 ROUND11_FIRST_PUBLIC = 523
-HELDOUT_R11_NEW_FLOOR_FATAL = 0.81
-HELDOUT_R11_NEW_FLOOR_CATEGORY, HELDOUT_R11_NEW_FLOOR_ATTRIBUTION = 0.54, 0.45
+ROUND11_LAST_PUBLIC = 554
+HELDOUT_R11_NEW_FLOOR_FATAL = 0.86
+HELDOUT_R11_NEW_FLOOR_CATEGORY, HELDOUT_R11_NEW_FLOOR_ATTRIBUTION = 0.86, 0.77
+# The part as it stood after round 11 (260 excerpts), measured after round 12: 93.5 / 91.2 / 88.8 %. Its
+# fatal-vs-healthy share is below the round-9 floor (94 %), which keeps applying to the 238 of round 10; these
+# floors are what holds on the 260.
+HELDOUT_R11_FLOOR_FATAL, HELDOUT_R11_FLOOR_CATEGORY, HELDOUT_R11_FLOOR_ATTRIBUTION = 0.93, 0.91, 0.88
+# The measure of round 12: the held-out excerpts new in round 12 (pub555 on), split and committed (b3285f4)
+# before the classifier was run on them; pub557 was then dropped as a cross-post of pub452's report
+# (b19a13a). Blind, with the round-11 catalog: 83.3 / 75.0 / 75.0 % of 12 (84.6 / 69.2 / 69.2 % of the 13
+# as committed), one healthy excerpt called fatal (pub564, below). After the round's generalisations, which
+# came from its tuning misses only: 91.7 / 83.3 / 83.3 %. The floor is the measure after.
+ROUND12_FIRST_PUBLIC = 555
+HELDOUT_R12_NEW_FLOOR_FATAL = 0.91
+HELDOUT_R12_NEW_FLOOR_CATEGORY, HELDOUT_R12_NEW_FLOOR_ATTRIBUTION = 0.83, 0.83
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
 # fixed, so this list can only shrink. Round 6 emptied it: pub371 (an aws-ofi-nccl init failure with the
 # job training on over sockets) reads healthy since the plugin-fallback kind was learnt from a tuning
-# excerpt of it (pub373).
-KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset()
+# excerpt of it (pub373). Round 12 adds pub564 (YOLO-World#440): a bare `OSError: [Errno 16] Device or
+# resource busy: '.nfs...'` line from a run that goes on is read as the program's exception; it was called
+# fatal blind and no tuning excerpt shows the kind (an exception line the program survives, with no
+# traceback), so it is listed rather than fitted.
+KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564"})
 
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 664
+    assert len(own) >= 688
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -120,9 +142,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 157
+    assert sum(1 for s in own if not s.fatal) >= 162
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 354
+    assert len({s.repo for s in own}) >= 368
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -228,7 +250,7 @@ def test_round8_heldout_part_holds_its_floor() -> None:
 
 def test_whole_heldout_part_holds_its_floor() -> None:
     whole = _parts()[HELDOUT]
-    assert whole.total >= 260
+    assert whole.total >= 272
     called_fatal = {o.sample.id for o in whole.healthy_classified_fatal}
     unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
     assert not unexpected, unexpected
@@ -241,6 +263,12 @@ def test_whole_heldout_part_holds_its_floor() -> None:
     assert report.fatal_accuracy >= HELDOUT_R10_FLOOR_FATAL
     assert report.category_accuracy >= HELDOUT_R10_FLOOR_CATEGORY
     assert report.attribution_accuracy >= HELDOUT_R10_FLOOR_ATTRIBUTION
+    # The part as it stood after round 11.
+    r11 = _heldout_up_to(whole, ROUND11_LAST_PUBLIC)
+    assert r11.total >= 260
+    assert r11.fatal_accuracy >= HELDOUT_R11_FLOOR_FATAL
+    assert r11.category_accuracy >= HELDOUT_R11_FLOOR_CATEGORY
+    assert r11.attribution_accuracy >= HELDOUT_R11_FLOOR_ATTRIBUTION
 
 
 def _heldout_between(first_public: int, last_public: int) -> Report:
@@ -290,12 +318,22 @@ def test_round10_new_heldout_excerpts_hold_their_floor() -> None:
 
 
 def test_round11_new_heldout_excerpts_hold_their_floor() -> None:
-    new = _heldout_between(ROUND11_FIRST_PUBLIC, 10**6)
+    new = _heldout_between(ROUND11_FIRST_PUBLIC, ROUND11_LAST_PUBLIC)
     assert new.total >= 22
     assert new.healthy_classified_fatal == []
     assert new.fatal_accuracy >= HELDOUT_R11_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R11_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R11_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round12_new_heldout_excerpts_hold_their_floor() -> None:
+    new = _heldout_between(ROUND12_FIRST_PUBLIC, 10**6)
+    assert new.total >= 12
+    called_fatal = {o.sample.id for o in new.healthy_classified_fatal}
+    assert called_fatal <= KNOWN_HELDOUT_HEALTHY_CALLED_FATAL, called_fatal
+    assert new.fatal_accuracy >= HELDOUT_R12_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R12_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R12_NEW_FLOOR_ATTRIBUTION
 
 
 def test_known_heldout_false_positives_are_still_wrong() -> None:

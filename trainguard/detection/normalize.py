@@ -63,6 +63,14 @@ _NOT_HOSTS = frozenset(
         "note",
         "hint",
         "localhost",
+        # Hyphenated programs that print `prog: message` (err(3), warnx(3)) and would pass for node names:
+        # NVIDIA's container CLI and enroot's helpers (bin/*.c), whose failures name the program.
+        "nvidia-container-cli",
+        "enroot-aufs2ovlfs",
+        "enroot-mksquashovlfs",
+        "enroot-mount",
+        "enroot-nsenter",
+        "enroot-switchroot",
     }
 )
 _EXCEPTION_SUFFIXES = ("error", "exception", "warning", "interrupt", "exit", "failure")
