@@ -47,7 +47,6 @@ _EXEC_HOST = re.compile(
     r"|\bNodeList=(?P<host2>[A-Za-z0-9_.-]+)(?:\s|$)"
 )
 MAX_EXEC_HOSTS = 2  # two different hosts: the record no longer names the job's one host
-_EXTRA_KEYWORDS = (_TRACEBACK, _ROOT_CAUSE, _ANSI, *_EXEC_HOST_KEYWORDS, *collectives.KEYWORDS)
 MISSING_RANK_PATTERN = "collective_missing_rank"
 MAX_TRACEBACK_STREAMS = 1024
 # Python's traceback grammar: a header, frames (indented, or `File "..."`; rich's boxed frames), then the
@@ -60,6 +59,38 @@ _EXCEPTION_LINE = re.compile(
     r"(?:\([A-Za-z_][A-Za-z0-9_.]*\))?(?::(?:\s.*)?)?\s*$"
 )
 _CLEAN_EXIT = re.compile(r"^SystemExit(?::\s*(?:0|None|)\s*)?$")
+# Tracebacks the interpreter prints and survives (CPython's own reporters): a thread that died
+# (threading.excepthook: `Exception in thread <name>:`), an error nothing could raise to (sys.unraisablehook:
+# `Exception ignored in: <obj>`, `Exception ignored in atexit callback: <fn>`), an atexit function that
+# raised (`Error in atexit._run_exitfuncs:`), and multiprocessing's exit-time finalizers, whose errors
+# `util._run_finalizers` catches and prints (traceback.print_exc). The process goes on (or is already
+# exiting) with its own status: their exception line is not the program's failure.
+_SURVIVED_HEADER = re.compile(
+    r"^(?:Exception in thread .*:|Exception ignored in(?: atexit callback)?:.*|"
+    r"Error in atexit\._run_exitfuncs:)\s*$"
+)
+_SURVIVED_FRAME = re.compile(r'multiprocessing[/\\]util\.py", line [0-9]+, in _run_finalizers\s*$')
+# A chained traceback of the same report: survived when the one it chains to was.
+_CHAINED = re.compile(
+    r"^(?:During handling of the above exception, another exception occurred|"
+    r"The above exception was the direct cause of the following exception):\s*$"
+)
+SURVIVED_HEADER_LINES = 2  # the header is printed right before "Traceback (most recent call last):"
+_SURVIVAL_KEYWORDS = (
+    "Exception in thread",
+    "Exception ignored in",
+    "Error in atexit",
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+)
+_EXTRA_KEYWORDS = (
+    _TRACEBACK,
+    _ROOT_CAUSE,
+    _ANSI,
+    *_EXEC_HOST_KEYWORDS,
+    *collectives.KEYWORDS,
+    *_SURVIVAL_KEYWORDS,
+)
 TRACEBACK_EXCEPTION = Signature(
     id="python_traceback_exception",
     pattern=_EXCEPTION_LINE.pattern,
@@ -70,6 +101,7 @@ TRACEBACK_EXCEPTION = Signature(
     priority=PRIORITY_GENERIC,
 )
 MAX_RANK_HOSTS = 65536
+_Stream = tuple[int | None, int | None, str | None]
 _ROOT_HOST = re.compile(r"^\s*(?:\[\d+\]:?\s*)?host\s*:\s*(?P<host>\S+)\s*$")
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
 
@@ -147,7 +179,12 @@ class LogAnalyzer:
         self._launcher_hosts: dict[int, str] = {}
         self._world: int | None = None
         # Open tracebacks per output stream (launcher rank / host prefix): was the last line a frame?
-        self._tracebacks: dict[tuple[int | None, int | None, str | None], bool] = {}
+        self._tracebacks: dict[_Stream, bool] = {}
+        # Streams whose open traceback the interpreter survives (see _SURVIVED_HEADER), where such a header
+        # or a chaining line was last seen, and whether a stream's last closed traceback was survived.
+        self._survived: set[_Stream] = set()
+        self._survival_marks: dict[_Stream, int] = {}
+        self._last_survived: dict[_Stream, bool] = {}
         # Findings waiting for the main process's traceback (signatures with confirmed_by_traceback).
         self._unconfirmed: list[tuple[int, Finding]] = []
         self._traceback_until = -1
@@ -292,8 +329,11 @@ class LogAnalyzer:
         line = raw.decode("utf-8", errors="replace")
         norm = normalize(line)
         present = self._prefilter.present(norm.text.encode("utf-8") if _ANSI in line else raw)
+        stream: _Stream = (norm.rank, norm.local_rank, norm.host)
+        self._survival_mark(norm.text, stream, line_no)
+        survived = stream in self._survived  # the traceback this line may close is one Python survives
         exception_line = self._traceback_step(line, norm, line_no)
-        if _TRACEBACK in line:
+        if _TRACEBACK in line and stream not in self._survived:
             self._last_traceback = line_no
             self._confirm(line_no, out)
         if _ROOT_CAUSE in line:
@@ -317,7 +357,9 @@ class LogAnalyzer:
             tb = self._last_traceback
             recent_tb = tb is not None and line_no - tb <= TRACEBACK_WINDOW_LINES
             # A retried, caught or warned-about error is not a failure (the job carries on).
-            benign = benign_occurrence(norm.text, sig.category, sig.priority)
+            benign = benign_occurrence(norm.text, sig.category, sig.priority) or (
+                survived and sig.category == Category.PYTHON_EXCEPTION
+            )
             if sig.fatal and not benign and not (sig.requires_traceback and not recent_tb):
                 if sig.confirmed_by_traceback:
                     held: list[Finding] = []
@@ -327,7 +369,11 @@ class LogAnalyzer:
                 else:
                     self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
             return
-        if exception_line and not benign_occurrence(norm.text, Category.PYTHON_EXCEPTION, PRIORITY_GENERIC):
+        if (
+            exception_line
+            and not survived
+            and not benign_occurrence(norm.text, Category.PYTHON_EXCEPTION, PRIORITY_GENERIC)
+        ):
             self._finding(TRACEBACK_EXCEPTION, line, norm, line_no, offset, now, {}, out)
             return
         if any(self._kw_progress[k] for k in present):
@@ -356,26 +402,47 @@ class LogAnalyzer:
                 out.append(f)
         self._unconfirmed.clear()
 
+    def _survival_mark(self, text: str, stream: _Stream, line_no: int) -> None:
+        """Note a header of a traceback Python survives, or a chaining line after one it survived."""
+        if not any(k in text for k in _SURVIVAL_KEYWORDS):
+            return
+        header = _SURVIVED_HEADER.match(text)
+        if not header and not (_CHAINED.match(text) and self._last_survived.get(stream)):
+            return
+        if stream in self._survival_marks or len(self._survival_marks) < MAX_TRACEBACK_STREAMS:
+            self._survival_marks[stream] = line_no
+
     def _traceback_step(self, line: str, norm: Normalized, line_no: int) -> bool:
         """Follow Python tracebacks stream by stream; True on the exception line that ends one."""
         stream = (norm.rank, norm.local_rank, norm.host)
         if _TRACEBACK in line:
             if stream in self._tracebacks or len(self._tracebacks) < MAX_TRACEBACK_STREAMS:
                 self._tracebacks[stream] = False
+                mark = self._survival_marks.pop(stream, None)
+                if mark is not None and line_no - mark <= SURVIVED_HEADER_LINES:
+                    self._survived.add(stream)
+                else:
+                    self._survived.discard(stream)
             self._traceback_until = line_no + TRACEBACK_WINDOW_LINES
             return False
         if stream not in self._tracebacks:
             return False
         if line_no >= self._traceback_until:
             self._tracebacks.clear()
+            self._survived.clear()
             return False
         text = norm.text
         if not text.strip():
             return False
         if text[0].isspace() or text.startswith(_FRAME_START):
+            if not self._tracebacks[stream] and _SURVIVED_FRAME.search(text):
+                self._survived.add(stream)  # the first frame: multiprocessing's finalizers print it
             self._tracebacks[stream] = True
             return False
         after_frame = self._tracebacks.pop(stream)
+        if len(self._last_survived) < MAX_TRACEBACK_STREAMS or stream in self._last_survived:
+            self._last_survived[stream] = stream in self._survived
+        self._survived.discard(stream)
         if not self._tracebacks:
             self._traceback_until = -1
         return after_frame and bool(_EXCEPTION_LINE.match(text)) and not _CLEAN_EXIT.match(text)
