@@ -40,8 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType as HistoryEvent
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionRequest
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from bench.common import (
     Dist,
@@ -440,10 +444,11 @@ class Loss:
     detected_s: float  # kill -> the survivor decided the replica was gone
     replica_rss_mib: float
     takeover: TakeoverStats | None = None
-    # CPU of the survivor process and of the dev server from the kill until every taken watch ran
-    # again: tells a takeover bound by this host's 2 cores from one bound by the server's writes
+    # CPU of the survivor process and of the dev server from the kill until the first takeover ended:
+    # tells a takeover bound by this host's 2 cores from one bound by the server's writes
     survivor_cores: float = float("nan")
     server_cores: float = float("nan")
+    slowest: list[str] = field(default_factory=list)  # what the server says of the slowest resumptions
 
     def render(self) -> str:
         return "; ".join(f"{k}: {v}" for k, v in self.rows())
@@ -472,7 +477,7 @@ class Loss:
             ],
             ["  lost worker's RSS / per watched workload", f"{self.replica_rss_mib:.0f} MiB / {per:.2f} MiB"],
             [
-                "  CPU until all ran again, cores: survivor / dev server",
+                "  CPU from the kill to the takeover's end, cores: survivor / dev server",
                 f"{self.survivor_cores:.2f} / {self.server_cores:.2f}",
             ],
         ]
@@ -515,11 +520,16 @@ async def lose_worker(
     deadline = time.monotonic() + 600
     started: dict[str, float] = {}  # workflow id -> first watch start here after the kill
     taken: set[str] = set()
+    cpu_span: tuple[float, float] | None = None
     while time.monotonic() < deadline:
         for wid, at in list(starts.first.items()):
             if at > killed:
                 started.setdefault(wid, at - killed)
         done = [s for s in presence.stats if replica_id in s.workers]
+        if done and cpu_span is None:
+            span = max(time.time() - killed, 1e-9)
+            server_s = (proc_cpu_seconds(server_pid) or 0.0) - server0 if server_pid else float("nan")
+            cpu_span = ((cpu_seconds() - cpu0) / span, server_s / span)
         if done:
             # watches only: the discovery activity taken over with them is not in `watched`
             taken = {
@@ -530,9 +540,9 @@ async def lose_worker(
             if taken <= started.keys():
                 break
         await asyncio.sleep(0.2)
-    span = max(time.time() - killed, 1e-9)
-    survivor_cores = (cpu_seconds() - cpu0) / span
-    server_cores = ((proc_cpu_seconds(server_pid) or 0.0) - server0) / span if server_pid else float("nan")
+    survivor_cores, server_cores = cpu_span or (float("nan"), float("nan"))
+    late = sorted(((started.get(w, float("inf")), w) for w in taken), reverse=True)[:3]
+    slowest = [await explain_late(runtime, w, at, killed) for at, w in late if at > SLOW_RESUME_S]
     noticed = presence.noticed.get(replica_id)
     stats = [s for s in presence.stats if replica_id in s.workers]
     return Loss(
@@ -544,7 +554,35 @@ async def lose_worker(
         takeover=stats[0] if stats else None,
         survivor_cores=survivor_cores,
         server_cores=server_cores,
+        slowest=slowest,
     )
+
+
+SLOW_RESUME_S = 120.0
+
+
+async def explain_late(runtime: Runtime, workflow_id: str, resumed_s: float, killed: float) -> str:
+    """What the server says of a watch that ran again late: its pending activities' attempt, state,
+    last worker and last start (seconds after the kill), so a late resumption can be told apart."""
+    assert runtime.presence is not None
+    client = runtime.presence.client
+    try:
+        desc = await client.workflow_service.describe_workflow_execution(
+            DescribeWorkflowExecutionRequest(
+                namespace=client.namespace, execution=WorkflowExecution(workflow_id=workflow_id)
+            )
+        )
+    except RPCError as err:
+        return f"{workflow_id} resumed after {resumed_s:.1f} s; describe failed: {err}"
+    parts = [
+        f"{p.activity_type.name} attempt {p.attempt} state {PendingActivityState.Name(p.state)} "
+        f"last worker {p.last_worker_identity or '-'} last started "
+        f"{p.last_started_time.ToSeconds() - killed:+.1f} s, last heartbeat "
+        f"{p.last_heartbeat_time.ToSeconds() - killed:+.1f} s, failure "
+        f"{p.last_failure.message[:120]!r}"
+        for p in desc.pending_activities
+    ]
+    return f"{workflow_id} resumed after {resumed_s:.1f} s; pending: " + ("; ".join(parts) or "none")
 
 
 async def run(args: argparse.Namespace) -> Report:
@@ -602,6 +640,8 @@ async def run(args: argparse.Namespace) -> Report:
         if replica is not None:
             loss = await lose_worker(runtime, replica, sim, server.pid())
             print(loss.render(), flush=True)
+            for line in loss.slowest:
+                print(f"late resumption: {line}", flush=True)
         workloads.faulting = True
         await asyncio.sleep(args.duration)
         workloads.faulting = False
