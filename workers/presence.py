@@ -98,12 +98,35 @@ class Pending:
     activity_type: str
     state: int
     worker: str  # identity of the worker that last started it
+    started_at: float = 0.0  # when that attempt started (epoch seconds)
 
 
 def held_by(pending: Iterable[Pending], dead: set[str]) -> list[Pending]:
     """The started watch/discovery activities of workers in `dead`."""
     started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
     return [p for p in pending if p.activity_type in TAKEN_OVER and p.state == started and p.worker in dead]
+
+
+def why(p: Pending, dead: set[str]) -> str:
+    if p.worker in dead:
+        return f"cluster worker {p.worker} vanished; watch taken over"
+    return f"watch started for {p.worker} never ran there; started again"
+
+
+def lost_here(pending: Iterable[Pending], me: str, now: float, min_age_s: float) -> list[Pending]:
+    """Watches the server says this worker started at least `min_age_s` ago, of a workflow whose watch
+    does not run here (the caller asks only about those): the task never reached the watch (seen once at
+    10,000 workloads during a takeover: the retried watch was started, never ran, and waited for its
+    300 s heartbeat timeout). This worker knows exactly what it runs, so only its own are judged."""
+    started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    return [
+        p
+        for p in pending
+        if p.activity_type == c.WATCH_JOB
+        and p.state == started
+        and p.worker == me
+        and now - p.started_at >= min_age_s
+    ]
 
 
 @dataclass
@@ -114,6 +137,7 @@ class TakeoverStats:
     listed: int = 0
     described: int = 0
     taken: int = 0
+    lost_here: int = 0  # watches started for this worker that never ran here (lost_here), among `taken`
     errors: int = 0
     listed_s: float = 0.0
     total_s: float = 0.0
@@ -122,6 +146,11 @@ class TakeoverStats:
         return (
             f"listed {self.listed} running workflows in {self.listed_s:.1f} s, described {self.described} "
             f"(not watched here), took over {self.taken} activities in {self.total_s:.1f} s"
+            + (
+                f", {self.lost_here} of them started for this worker but never run here"
+                if self.lost_here
+                else ""
+            )
             + (f", {self.errors} errors" if self.errors else "")
         )
 
@@ -267,14 +296,31 @@ class Presence:
                     return
                 stats.described += 1
                 pending = [
-                    Pending(p.activity_id, p.activity_type.name, int(p.state), p.last_worker_identity)
+                    Pending(
+                        p.activity_id,
+                        p.activity_type.name,
+                        int(p.state),
+                        p.last_worker_identity,
+                        p.last_started_time.ToSeconds(),
+                    )
                     for p in desc.pending_activities
                 ]
-                for p in held_by(pending, dead):
+                lost: list[Pending] = []
+                if workflow_id not in self.local():  # asked now: it may have started here since the listing
+                    lost = lost_here(pending, self.identity, self.clock(), self.timeout_s)
+                for p in lost:
+                    log.warning(
+                        "watch %s of %s was started by this worker %.0f s ago but never ran here: failing it",
+                        p.activity_id,
+                        workflow_id,
+                        self.clock() - p.started_at,
+                    )
+                stats.lost_here += len(lost)
+                for p in [*held_by(pending, dead), *lost]:
                     try:
                         await self.client.get_async_activity_handle(
                             workflow_id=workflow_id, run_id=run_id, activity_id=p.activity_id
-                        ).fail(ApplicationError(f"cluster worker {p.worker} vanished; watch taken over"))
+                        ).fail(ApplicationError(why(p, dead)))
                     except RPCError:  # completed or retried meanwhile: nothing left to take
                         stats.errors += 1
                         continue

@@ -10,7 +10,17 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
 from trainguard import contracts as c
-from workers.presence import Held, Pending, Presence, Timing, held_by, presence_queue, reaper, vanished
+from workers.presence import (
+    Held,
+    Pending,
+    Presence,
+    Timing,
+    held_by,
+    lost_here,
+    presence_queue,
+    reaper,
+    vanished,
+)
 
 STARTED = int(PendingActivityState.PENDING_ACTIVITY_STATE_STARTED)
 SCHEDULED = int(PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED)
@@ -37,6 +47,20 @@ def test_only_started_watch_and_discovery_activities_of_dead_workers_are_taken()
         Pending("5", c.WATCH_JOB, STARTED, "alive"),
     ]
     assert [p.activity_id for p in held_by(pending, {"dead"})] == ["1", "2"]
+
+
+def test_a_watch_started_for_this_worker_long_enough_ago_but_not_running_here_is_lost() -> None:
+    """The caller asks only about workflows whose watch does not run here: a watch the server says this
+    worker started 15 s or more ago never reached it. Younger starts may still be on their way in; other
+    workers' and other activities' are never judged."""
+    pending = [
+        Pending("1", c.WATCH_JOB, STARTED, "me", started_at=80.0),  # 20 s ago: lost
+        Pending("2", c.WATCH_JOB, STARTED, "me", started_at=90.0),  # 10 s ago: may be starting
+        Pending("3", c.WATCH_JOB, STARTED, "alive", started_at=10.0),  # another worker's: not ours to judge
+        Pending("4", c.WATCH_JOB, SCHEDULED, "me", started_at=10.0),  # waiting for a poller
+        Pending("5", c.DISCOVER_JOBS, STARTED, "me", started_at=10.0),  # not in the watch index
+    ]
+    assert [p.activity_id for p in lost_here(pending, "me", now=100.0, min_age_s=15)] == ["1"]
 
 
 def test_presence_refreshes_well_inside_the_timeout_and_never_below_the_servers_minimum() -> None:
