@@ -115,9 +115,10 @@ def why(p: Pending, dead: set[str]) -> str:
 
 def lost_here(pending: Iterable[Pending], me: str, now: float, min_age_s: float) -> list[Pending]:
     """Watches the server says this worker started at least `min_age_s` ago, of a workflow whose watch
-    does not run here (the caller asks only about those): the task never reached the watch (seen once at
-    10,000 workloads during a takeover: the retried watch was started, never ran, and waited for its
-    300 s heartbeat timeout). This worker knows exactly what it runs, so only its own are judged."""
+    does not run here (the caller asks only about those): the task never reached the watch (at 10,000
+    workloads, during a takeover, in batches: such a watch otherwise waits for its 300 s heartbeat
+    timeout). This worker knows exactly what it runs, so only its own are judged; one merely queued in a
+    very busy worker costs an extra attempt, never a missed fault."""
     started = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
     return [
         p
