@@ -129,14 +129,13 @@ class Snapshot:
     requests: Counter[str] = field(default_factory=Counter)
 
 
+def cpu_now(server_pid: int | None) -> tuple[float, float]:
+    """CPU seconds so far of this process and of the dev server (0 when its pid is unknown)."""
+    return cpu_seconds(), (proc_cpu_seconds(server_pid) or 0.0) if server_pid else 0.0
+
+
 async def take(server: MeteredTemporal) -> Snapshot:
-    pid = server.pid()
-    return Snapshot(
-        time.time(),
-        cpu_seconds(),
-        (proc_cpu_seconds(pid) or 0.0) if pid else 0.0,
-        await server_requests(server.metrics_port),
-    )
+    return Snapshot(time.time(), *cpu_now(server.pid()), await server_requests(server.metrics_port))
 
 
 async def wait_started(client: Client, n: int, timeout: float) -> float:
@@ -514,7 +513,7 @@ async def lose_worker(
     starts = StartLog(cluster.watched)
     cluster.watched = starts
     killed = time.time()
-    cpu0, server0 = cpu_seconds(), (proc_cpu_seconds(server_pid) or 0.0) if server_pid else 0.0
+    cpu0, server0 = cpu_now(server_pid)
     os.killpg(replica.pid, signal.SIGKILL)
     replica.wait()
     deadline = time.monotonic() + 600
@@ -528,8 +527,8 @@ async def lose_worker(
         done = [s for s in presence.stats if replica_id in s.workers]
         if done and cpu_span is None:
             span = max(time.time() - killed, 1e-9)
-            server_s = (proc_cpu_seconds(server_pid) or 0.0) - server0 if server_pid else float("nan")
-            cpu_span = ((cpu_seconds() - cpu0) / span, server_s / span)
+            cpu1, server1 = cpu_now(server_pid)
+            cpu_span = ((cpu1 - cpu0) / span, (server1 - server0) / span if server_pid else float("nan"))
         if done:
             # watches only: the discovery activity taken over with them is not in `watched`
             taken = {

@@ -307,14 +307,15 @@ class Presence:
                     for p in desc.pending_activities
                 ]
                 lost: list[Pending] = []
+                now = self.clock()
                 if workflow_id not in self.local():  # asked now: it may have started here since the listing
-                    lost = lost_here(pending, self.identity, self.clock(), self.timeout_s)
+                    lost = lost_here(pending, self.identity, now, self.timeout_s)
                 for p in lost:
                     log.warning(
                         "watch %s of %s was started by this worker %.0f s ago but never ran here: failing it",
                         p.activity_id,
                         workflow_id,
-                        self.clock() - p.started_at,
+                        now - p.started_at,
                     )
                 stats.lost_here += len(lost)
                 for p in [*held_by(pending, dead), *lost]:

@@ -17,14 +17,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.classify_verdict import verdict
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
-
-
-def _verdict(text: str) -> tuple[bool, str, str]:
-    r = classify_text(text)
-    return r.fatal, r.category, r.attribution
-
 
 # ---------------------------------------------------------------- Slurm requeue, submitit
 
@@ -119,7 +114,7 @@ def test_the_rocm_runtime_s_hardware_exception_is_the_gpu_s(reason: str) -> None
         '  File "/usr/bin/torchrun", line 8, in <module>\n'
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
     )
-    assert _verdict(text) == (True, "gpu_hardware", "hardware"), reason
+    assert verdict(text) == (True, "gpu_hardware", "hardware"), reason
     assert "rocm_hw_exception" in classify_text(text).pattern_ids
 
 
@@ -158,7 +153,7 @@ def test_a_gpu_page_fault_from_the_rocm_runtime_blames_by_its_reason(
     ],
 )
 def test_hip_s_out_of_memory_is_the_application_s_like_cuda_s(line: str) -> None:
-    assert _verdict(line + "\n") == (True, "cuda_oom", "application"), line
+    assert verdict(line + "\n") == (True, "cuda_oom", "application"), line
     # Another HIP error is not an OOM.
     other = classify_text("RuntimeError: HIP error: invalid device function\n")
     assert other.category != "cuda_oom"

@@ -15,14 +15,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.classify_verdict import verdict
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
-
-
-def _verdict(text: str) -> tuple[bool, str, str]:
-    r = classify_text(text)
-    return r.fatal, r.category, r.attribution
-
 
 # ---------------------------------------------------------------- slurmd refusing the step
 
@@ -67,7 +62,7 @@ def test_srun_s_summary_alone_says_the_step_never_started() -> None:
         "srun: error: Application launch failed: Unable to layout tasks on given cpus\n"
         "srun: Job step aborted\n"
     )
-    assert _verdict(text) == (True, "slurm_node_failure", "system_software")
+    assert verdict(text) == (True, "slurm_node_failure", "system_software")
     # srun's note while it waits for busy nodes is not a refusal.
     waiting = classify_text(
         "srun: Job 88 step creation temporarily disabled, retrying (Requested nodes are busy)\n"

@@ -18,15 +18,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.classify_verdict import verdict
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
 from trainguard.detection.normalize import normalize
-
-
-def _verdict(text: str) -> tuple[bool, str, str]:
-    r = classify_text(text)
-    return r.fatal, r.category, r.attribution
-
 
 # ---------------------------------------------------------------- NCCL's own CUDA failures
 
@@ -51,7 +46,7 @@ def test_a_cuda_failure_nccl_reports_of_its_own_call_is_nccl_s(failure: str) -> 
     assert "nccl_reported_cuda_failure" in r.pattern_ids
     # The framework's report of the application's own kernel stays the application's.
     app = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
-    assert _verdict(app) == (True, "cuda_illegal_access", "application")
+    assert verdict(app) == (True, "cuda_illegal_access", "application")
 
 
 def test_out_of_memory_nccl_reports_stays_the_application_s_in_both_forms() -> None:
@@ -59,7 +54,7 @@ def test_out_of_memory_nccl_reports_stays_the_application_s_in_both_forms() -> N
         "gpu-3:101:202 [0] include/alloc.h:178 NCCL WARN Cuda failure 2 'out of memory'\n",
         "gpu-3:101:202 [0] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n",
     ):
-        assert _verdict(line) == (True, "cuda_oom", "application"), line
+        assert verdict(line) == (True, "cuda_oom", "application"), line
 
 
 # ---------------------------------------------------------------- the container stack refusing the step

@@ -22,14 +22,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.classify_verdict import verdict
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
-
-
-def _verdict(text: str) -> tuple[bool, str, str]:
-    r = classify_text(text)
-    return r.fatal, r.category, r.attribution
-
 
 # ---------------------------------------------------------------- Slurm refusing the job at submission
 
@@ -90,7 +85,7 @@ def test_the_efa_provider_aborting_on_an_error_it_cannot_report_is_fabric_softwa
 
 
 def test_a_disk_s_io_error_stays_the_storage_s() -> None:
-    assert _verdict("OSError: [Errno 5] Input/output error: '/scratch/ckpt/step_100.pt'\n")[1] == "storage_io"
+    assert verdict("OSError: [Errno 5] Input/output error: '/scratch/ckpt/step_100.pt'\n")[1] == "storage_io"
 
 
 # ---------------------------------------------------------------- torchelastic's agent signalled from outside
@@ -110,7 +105,7 @@ def test_a_disk_s_io_error_stays_the_storage_s() -> None:
     ],
 )
 def test_the_elastic_agent_signalled_from_outside_is_a_signal_kill(text: str) -> None:
-    assert _verdict(text) == (True, "signal_kill", "unknown")
+    assert verdict(text) == (True, "signal_kill", "unknown")
 
 
 def test_a_sigterm_to_the_agent_is_left_to_the_scheduler_s_entries() -> None:
@@ -126,7 +121,7 @@ def test_a_time_limit_still_decides_over_the_agent_s_signal() -> None:
         "slurmstepd: error: *** JOB 42 ON gpu-1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***\n"
         "WARNING:torch.distributed.elastic.agent.server.api:Received 1 death signal, shutting down workers\n"
     )
-    assert _verdict(text)[1] == "preemption_or_timelimit"
+    assert verdict(text)[1] == "preemption_or_timelimit"
 
 
 # ---------------------------------------------------------------- tracebacks Python survives
@@ -171,7 +166,7 @@ def test_a_time_limit_still_decides_over_the_agent_s_signal() -> None:
     ],
 )
 def test_a_traceback_python_prints_and_survives_is_not_the_failure(text: str) -> None:
-    assert _verdict(text) == (False, "healthy", "none")
+    assert verdict(text) == (False, "healthy", "none")
 
 
 def test_the_main_thread_s_traceback_after_a_survived_one_is_the_failure() -> None:
@@ -185,7 +180,7 @@ def test_the_main_thread_s_traceback_after_a_survived_one_is_the_failure() -> No
         "    main()\n"
         "RuntimeError: no batches left\n"
     )
-    assert _verdict(text) == (True, "python_exception", "application")
+    assert verdict(text) == (True, "python_exception", "application")
 
 
 def test_evidence_of_another_kind_inside_a_survived_traceback_still_counts() -> None:
@@ -195,7 +190,7 @@ def test_evidence_of_another_kind_inside_a_survived_traceback_still_counts() -> 
         '  File "/srv/prefetch.py", line 20, in run\n'
         "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
     )
-    assert _verdict(text)[:2] == (True, "cuda_oom")
+    assert verdict(text)[:2] == (True, "cuda_oom")
 
 
 def test_the_new_entries_are_ordered_before_the_entries_they_refine() -> None:

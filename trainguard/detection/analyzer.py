@@ -332,7 +332,7 @@ class LogAnalyzer:
         stream: _Stream = (norm.rank, norm.local_rank, norm.host)
         self._survival_mark(norm.text, stream, line_no)
         survived = stream in self._survived  # the traceback this line may close is one Python survives
-        exception_line = self._traceback_step(line, norm, line_no)
+        exception_line = self._traceback_step(line, norm, stream, line_no)
         if _TRACEBACK in line and stream not in self._survived:
             self._last_traceback = line_no
             self._confirm(line_no, out)
@@ -412,9 +412,8 @@ class LogAnalyzer:
         if stream in self._survival_marks or len(self._survival_marks) < MAX_TRACEBACK_STREAMS:
             self._survival_marks[stream] = line_no
 
-    def _traceback_step(self, line: str, norm: Normalized, line_no: int) -> bool:
+    def _traceback_step(self, line: str, norm: Normalized, stream: _Stream, line_no: int) -> bool:
         """Follow Python tracebacks stream by stream; True on the exception line that ends one."""
-        stream = (norm.rank, norm.local_rank, norm.host)
         if _TRACEBACK in line:
             if stream in self._tracebacks or len(self._tracebacks) < MAX_TRACEBACK_STREAMS:
                 self._tracebacks[stream] = False
