@@ -386,6 +386,7 @@ class ClusterActivities:
     async def _step(self, step: ActionStep, inp: c.JobActionInput, action: object) -> ActionResult:
         try:
             async with heartbeating():
+                await failpoints.pause(f"pause_before_{step.value}", inp.advice_id)
                 result: ActionResult = await action  # type: ignore[misc]
                 job = await self.client.job(inp.workload.job_id)
         except CommandError as err:

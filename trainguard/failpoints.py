@@ -5,11 +5,14 @@ that end with `suffix` (e.g. `fail_after_requeue_hold@/hold`: only containment h
 in /hold). Each point fires once per key (e.g. per advice id) — a marker file under
 TRAINGUARD_FAILPOINT_DIR remembers it — so the restarted worker runs through. `hit` sends SIGKILL, not
 an exception: nothing gets to clean up, as in a real crash. `fire` lets the caller fail there instead (a
-step that took effect but reports a failure).
+step that took effect but reports a failure). `pause` holds the caller back for
+TRAINGUARD_FAILPOINT_PAUSE_S seconds (default 10): a window in which a test changes Slurm from outside,
+as a race would.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import signal
@@ -44,3 +47,9 @@ def fire(name: str, key: str = "") -> bool:
     os.write(fd, key.encode()[:500])
     os.close(fd)
     return True
+
+
+async def pause(name: str, key: str = "") -> None:
+    """Sleep the first time `name` is reached for `key` while enabled (the caller keeps heartbeating)."""
+    if fire(name, key):
+        await asyncio.sleep(float(os.environ.get("TRAINGUARD_FAILPOINT_PAUSE_S", "10")))

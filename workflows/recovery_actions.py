@@ -17,6 +17,7 @@ from workflows.recovery_patches import (
     PATCH_FAILED_HOLD,
     PATCH_FAILED_HOLD_OURS,
     PATCH_FAILED_PENDING_HOLD,
+    PATCH_RACED_HOLD,
     PATCH_RECORD_ONLY,
 )
 from workflows.recovery_settings import SettingsGate
@@ -159,9 +160,9 @@ class ActionExecutor(SettingsGate):
         if advice.action == ActionKind.REQUEUE:
             if not held:
                 requeued = await self._action(c.REQUEUE_HOLD, advice.advice_id, attempt)
-                # Slurm requeued it itself and it was not contained: the step could only hold it.
                 before = await _evidence(reading, needed=requeued is None)
-                if before is not None:
+                if before is not None and before[0].restart_count > attempt:
+                    # Slurm requeued it itself and it was not contained: the step could only hold it.
                     # Slurm's own requeue runs unchanged; this attempt's failure stays handled.
                     await self._release_failed_hold(advice.advice_id, attempt, before)
                     self._set_carry(phase=handled)
@@ -174,17 +175,21 @@ class ActionExecutor(SettingsGate):
                         lifted = await self._action(
                             c.RELEASE_JOB, advice.advice_id, attempt, our_hold=REQUEUE_HELD_REASON
                         )
-                        if (
-                            lifted is not None
-                            and lifted.performed
-                            and workflow.patched(PATCH_FAILED_HOLD_OURS)
-                        ):
+                        ours = lifted is not None and lifted.performed
+                        if ours and workflow.patched(PATCH_FAILED_HOLD_OURS):
                             # The requeue took effect and runs unchanged: its pending attempt is our
                             # restart, not a failure Slurm requeued (which would be contained and
                             # recovered a second time).
                             self._set_carry(
                                 phase=handled.model_copy(update={"restart_requested_at": workflow.time()})
                             )
+                        elif not ours and before is not None:
+                            # Only a raced read gets here (PATCH_RACED_HOLD): Slurm requeued the job itself
+                            # after the read, and the step, finding it pending, held it (JobHeldAdmin).
+                            raced = await self._release_failed_hold(advice.advice_id, attempt, before)
+                            if raced is not None and raced.performed:
+                                self._set_carry(phase=handled)  # Slurm's own requeue runs unchanged
+                                self._set_status(state=WorkloadState.WATCHING)
                     return
                 self.our_hold = _own_hold(requeued)
             self._set_status(state=WorkloadState.RECOVERING, excluded_nodes=advice.exclude_nodes)
@@ -232,16 +237,25 @@ class ActionExecutor(SettingsGate):
     def _read_ahead_for(self, advice: Advice, held: bool, job: JobSnapshot | None) -> Reading | None:
         """`_read_ahead` for a decided advice whose requeue step will hold a job Slurm requeued itself."""
         attempt = self.carry.phase.attempt_restarts
-        slurm_requeued = job is not None and job.restart_count > attempt
-        if advice.execute and advice.action == ActionKind.REQUEUE and not held and slurm_requeued:
+        if not (advice.execute and advice.action == ActionKind.REQUEUE and not held):
+            return None
+        if job is not None and job.restart_count > attempt:
             return self._read_ahead(attempt)
+        if workflow.patched(PATCH_RACED_HOLD):
+            # Slurm may requeue the job itself after the decision's snapshot (a node failure under a
+            # --requeue job): the step then finds it pending and holds it with `scontrol hold`, whose
+            # JobHeldAdmin a failed step could not lift as a requeue-hold. This read narrows the window in
+            # which that hold could be an administrator's to one audit write.
+            return asyncio.ensure_future(self._read_before_hold(attempt, raced=True))
         return None
 
-    async def _read_before_hold(self, attempt: int) -> Evidence | None:
+    async def _read_before_hold(self, attempt: int, *, raced: bool = False) -> Evidence | None:
         """Slurm's record of the job around TrainGuard's hold of a job Slurm requeued itself, and when it
         was asked for. None when the job is not pending and unheld past `attempt` (also when the read came
         after that hold took effect: no evidence then) or Slurm could not be read. A record that shows the
-        job unheld was taken before the hold took effect, whichever step Slurm answered first."""
+        job unheld was taken before the hold took effect, whichever step Slurm answered first. `raced`:
+        the decision saw the attempt not yet requeued; a record of it still on `attempt` and unheld is
+        evidence too (a hold after Slurm's own requeue would be on the next attempt)."""
         asked_at = workflow.time()
         try:
             found = await workflow.execute_activity(
@@ -252,11 +266,13 @@ class ActionExecutor(SettingsGate):
                 schedule_to_close_timeout=timedelta(seconds=self.cfg.action_timeout_s),
                 start_to_close_timeout=timedelta(seconds=min(30.0, self.cfg.action_timeout_s)),
                 retry_policy=ACTION_RETRY,
-                summary=story.state_summary(self.inp.workload.job_id),
+                summary=story.evidence_summary(self.inp.workload.job_id),
             )
         except ActivityError:
             return None
         job = found.job
+        if raced and job is not None and not job.held and job.restart_count == attempt:
+            return job, asked_at
         if job is None or job.held or job.restart_count <= attempt:
             return None
         if job.state != PENDING and job.state not in REQUEUING_STATES:
@@ -272,36 +288,49 @@ class ActionExecutor(SettingsGate):
         evidence: Slurm showed the job pending and not held on this attempt right before the step (`before`),
         and shows it held with JobHeldAdmin on the same attempt now. Then it is released unchanged, and the
         audit says why and how long the window was in which an administrator's hold would be mistaken for
-        ours (docs/safety.md). Any other hold, or a job requeued since, stays."""
+        ours (docs/safety.md). Any other hold, or a job requeued since, stays. A raced record (the attempt
+        not yet requeued, see `_read_before_hold`) binds the release to the next attempt: Slurm's requeue."""
         job, seen_at = before
         window_s = round(max(0.0, workflow.time() - seen_at), 3)
+        raced = job.restart_count <= attempt
+        held_restarts = attempt + 1 if raced else job.restart_count
         lifted = await self._action(
             c.RELEASE_JOB,
             advice_id,
             attempt,
             actor=Actor.WATCHDOG,
             our_hold=ADMIN_HELD_REASON,
-            held_restarts=job.restart_count,
+            held_restarts=held_restarts,
+            tag="/raced" if raced else "",
         )
         if lifted is not None and lifted.performed:
+            seen = (
+                f"the job was {job.state}, not held and not yet requeued (restarts={job.restart_count}) "
+                f"{window_s:.1f} s before the step failed; Slurm requeued it itself meanwhile, and it is "
+                f"held with Reason={ADMIN_HELD_REASON} on that requeue (restarts={held_restarts}) right after"
+                if raced
+                else f"the job was pending and not held (restarts={job.restart_count}) {window_s:.1f} s "
+                f"before the step failed, and held with Reason={ADMIN_HELD_REASON} on that same attempt "
+                "right after"
+            )
             self._event(
                 EventType.WATCHDOG_FIRED,
                 level=Level.WARNING,
                 actor=Actor.WATCHDOG,
                 action="release",
                 message=clip(
-                    f"the hold step failed, but Slurm had applied it: the job was pending and not held "
-                    f"(restarts={job.restart_count}) {window_s:.1f} s before the step failed, and held with "
-                    f"Reason={ADMIN_HELD_REASON} on that same attempt right after. Slurm does not record who "
+                    f"the hold step failed, but Slurm had applied it: {seen}. Slurm does not record who "
                     "holds a job, so the hold was taken as TrainGuard's own and released unchanged "
                     f"(fail-open); an administrator's hold placed within those {window_s:.1f} s would have "
-                    "been lifted too: hold the job again if so"
+                    "been lifted too: hold the job again if so",
+                    600,
                 ),
                 data={
                     "advice_id": advice_id,
                     "window_s": window_s,
-                    "restarts": job.restart_count,
+                    "restarts": held_restarts,
                     "reason": ADMIN_HELD_REASON,
+                    "raced": raced,
                 },
                 key=f"{advice_id}/failed-hold-released",
             )
@@ -320,8 +349,10 @@ class ActionExecutor(SettingsGate):
         flush_now: bool = False,
         our_hold: str | None = None,
         held_restarts: int | None = None,
+        tag: str = "",
     ) -> ActionResult | None:
-        """Run one scheduler step (checks Slurm first, idempotent); audit its outcome."""
+        """Run one scheduler step (checks Slurm first, idempotent); audit its outcome. `tag` tells apart two
+        steps of one kind for the same advice (the audit keeps one row per key)."""
         try:
             result = await workflow.execute_activity(
                 name,
@@ -354,7 +385,7 @@ class ActionExecutor(SettingsGate):
                 action=name,
                 message=clip(f"{name} failed: {err.cause}"),
                 data={"advice_id": advice_id},
-                key=f"{advice_id}/{name}/failed",
+                key=f"{advice_id}/{name}{tag}/failed",
             )
             return None
         self._event(
@@ -364,7 +395,7 @@ class ActionExecutor(SettingsGate):
             nodes=nodes,
             message=clip(result.detail or result.step.value),
             data={"advice_id": advice_id, "performed": result.performed, "confirmed_at": result.confirmed_at},
-            key=f"{advice_id}/{result.step.value}",
+            key=f"{advice_id}/{result.step.value}{tag}",
         )
         if flush_now:
             await self._flush()

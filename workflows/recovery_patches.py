@@ -25,6 +25,7 @@ PATCH_SETTINGS_AT_CAN = "settings-applied-before-continue-as-new"  # a reload si
 PATCH_FAILED_HOLD = "release-after-failed-requeue-hold"  # a requeue-hold reported failed may have held
 PATCH_FAILED_HOLD_OURS = "failed-hold-requeue-is-ours"  # that released requeue is ours, not a new failure
 PATCH_FAILED_PENDING_HOLD = "release-after-failed-pending-hold"  # so may a hold of a job Slurm requeued
+PATCH_RACED_HOLD = "release-after-raced-hold"  # Slurm requeued it between the decision and the step
 PATCH_HELD_ADVICE = "held-advice-write-bounded"  # an audit outage cannot keep a contained job held
 PATCH_PAUSED_GONE = "paused-workload-ends-when-gone"  # a paused workload still ends when its job is gone
 # Continue-as-new (job_recovery).

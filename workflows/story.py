@@ -98,6 +98,11 @@ def state_summary(job_id: str) -> str:
     return f"is job {plain(job_id)} still in Slurm (paused)"
 
 
+def evidence_summary(job_id: str) -> str:
+    """The read beside a hold's advice: what Slurm showed before the hold, should its step fail."""
+    return f"read job {plain(job_id)} before its hold (fail-open evidence)"
+
+
 def grant_summary(job_id: str, attempt: int) -> str:
     return f"ask ClusterWatch's limits for job {plain(job_id)}, attempt {attempt}"
 

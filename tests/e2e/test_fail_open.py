@@ -354,3 +354,50 @@ async def test_a_failed_hold_step_never_lifts_an_admin_hold_placed_before_it(sta
         stack.cluster.restart_node(victim)
         stack.cluster.run(["scancel", job.job_id], check=False)
         await stack.worker.restart_with({}, env={"TRAINGUARD_FAILPOINTS": ""})
+
+
+async def test_a_hold_raced_by_a_requeue_before_its_step_is_released(stack: CrashStack) -> None:
+    """The snapshot race: the decision saw the failed attempt not requeued, then the job is requeued before
+    the step runs (here from outside with `scontrol requeue` while every node is drained, so that it waits,
+    and while failpoint `pause_before_requeue_hold` holds the step back 10 s; Slurm's own requeue after a
+    node failure leaves the job the same: pending for resources, not held, Restarts=1). The step finds it
+    pending, holds it (`scontrol hold`: JobHeldAdmin) and reports
+    failure (`fail_after_requeue_hold`). A requeue-hold's Reason is not there to lift, but the workflow's read
+    beside the advice's audit write saw the attempt unheld and not yet requeued: the hold on the next attempt
+    is released within the budget as TrainGuard's own, audited with why, and that requeue runs unchanged
+    (no exclusion) and is not recovered a second time."""
+    points = "pause_before_requeue_hold,fail_after_requeue_hold"
+    await stack.worker.restart_with(
+        {}, env={"TRAINGUARD_FAILPOINTS": points, "TRAINGUARD_FAILPOINT_PAUSE_S": "10"}
+    )
+    job = stack.submit("action", fault_at=12, iters=60)
+    await stack.wait_event(job, EventType.ADVICE, timeout=120)
+    await asyncio.sleep(1.0)  # the read beside the advice's write has answered; the step is held back
+    nodes = stack.cluster.run(["sinfo", "-h", "-o", "%N"]).strip()
+    stack.cluster.run(["scontrol", "update", f"NodeName={nodes}", "State=DRAIN", "Reason=e2e-race"])
+    try:
+        stack.cluster.run(["scontrol", "requeue", job.job_id])
+        assert stack.show(job.job_id)["JobState"] == "PENDING"
+        await stack.wait_event(job, EventType.WATCHDOG_FIRED, timeout=120)
+    finally:
+        stack.cluster.run(["scontrol", "update", f"NodeName={nodes}", "State=RESUME"])
+    record = await stack.wait_state(job, {"RUNNING", "COMPLETED"}, timeout=180)
+    assert record["Restarts"] == "1" and record["ExcNodeList"] == "(null)", record
+    events = stack.events(job.job_id)
+    failed = [e for e in events if e.event_type == EventType.ACTION_FAILED]
+    assert len(failed) == 1, failed
+    releases = [e for e in events if e.event_type == EventType.ACTION and e.action == "release"]
+    assert [e.data["performed"] for e in releases] == [False, True], releases  # requeue-hold's, then ours
+    assert "JobHeldAdmin" in releases[0].message, releases[0]
+    [why] = [e for e in events if e.event_type == EventType.WATCHDOG_FIRED]
+    assert "requeued it itself meanwhile" in why.message and why.data["raced"] is True, why
+    assert why.data["restarts"] == 1 and why.data["reason"] == "JobHeldAdmin", why.data
+    assert not [e for e in events if e.event_type == EventType.ACTION and e.action == "exclude"]
+    spans = held_spans(stack, job)
+    # sampled twice a second, so a hold this short may be missed; none lasted past the budget
+    assert all(seconds <= BUDGET_S for _, seconds, _ in spans), spans
+    assert {reason for _, _, reason in spans} <= {"JobHeldAdmin"}, spans
+    await stack.wait_event(job, EventType.COMPLETED, timeout=240)
+    advices = [e for e in stack.events(job.job_id) if e.event_type == EventType.ADVICE]
+    assert len(advices) == 1, advices  # Slurm's requeue was not taken for a new failure
+    print(f"held spans {[(round(s, 1), r) for _, s, r in spans]}; window {why.data['window_s']} s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,17 @@ def test_a_suffix_arms_a_point_for_matching_keys_only(
     assert failpoints.fire("fail_after_requeue_hold", "c/1/42-1000/a0/hold")  # the containment hold
     assert not failpoints.fire("fail_after_requeue_hold", "c/1/42-1000/a0/hold")  # once per key
     assert not failpoints.fire("after_requeue_hold", "c/1/42-1000/a1/hold")  # another point
+
+
+async def test_pause_holds_the_caller_once_per_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINGUARD_FAILPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("TRAINGUARD_FAILPOINTS", "pause_before_requeue_hold")
+    monkeypatch.setenv("TRAINGUARD_FAILPOINT_PAUSE_S", "0.3")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await failpoints.pause("pause_before_requeue_hold", "advice-1")
+    assert loop.time() - started >= 0.3
+    started = loop.time()
+    await failpoints.pause("pause_before_requeue_hold", "advice-1")  # once per key: the retry runs through
+    await failpoints.pause("pause_before_release", "advice-1")  # not named
+    assert loop.time() - started < 0.2

@@ -21,6 +21,7 @@ from tests.workflows.test_job_recovery import make_input
 from trainguard import contracts as c
 from trainguard.models import (
     ActionResult,
+    ActionStep,
     EventType,
     FindingSource,
     Mode,
@@ -47,6 +48,7 @@ class Scripted(FakeActivities):
     in_requeue: asyncio.Event = field(default_factory=asyncio.Event)
     requeue_gate: asyncio.Event | None = None
     messages: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
 
     @activity.defn(name=c.REQUEUE_HOLD)
     async def requeue_hold(self, inp: c.JobActionInput) -> ActionResult:
@@ -68,6 +70,7 @@ class Scripted(FakeActivities):
     @activity.defn(name=c.RECORD_EVENTS)
     async def record_events(self, inp: c.RecordEventsInput) -> int:
         self.messages += [f"{e.event_type.value}/{e.action}: {e.message}" for e in inp.events]
+        self.keys += [e.event_id for e in inp.events]
         return await super().record_events(inp)
 
 
@@ -324,6 +327,73 @@ async def test_a_failed_hold_never_lifts_a_hold_that_was_there_before_it(env: Wo
     history = await run_to_end(env, fakes, make_input(queue, mode=Mode.ACTION))
     lifted = [r for r in fakes.action_inputs.get("release", []) if r.our_hold != REQUEUE_HELD_REASON]
     assert lifted == [], lifted  # only the requeue-hold's own Reason may be lifted, never JobHeldAdmin
+    assert not any(m.startswith("watchdog_fired/") for m in fakes.messages), fakes.messages
+    await replays(env, history)
+
+
+@dataclass
+class RacedHold(Scripted):
+    """Slurm requeues the job itself after the decision's snapshot; the requeue-hold step finds it pending,
+    holds it (`scontrol hold`: Reason=JobHeldAdmin) and reports failure. A release of a requeue-hold finds
+    that JobHeldAdmin hold, not its own Reason, and lifts nothing."""
+
+    @activity.defn(name=c.RELEASE_JOB)
+    async def release_job(self, inp: c.JobActionInput) -> ActionResult:
+        if inp.our_hold == REQUEUE_HELD_REASON:
+            return self._act(ActionStep.RELEASE, inp, held=True, performed=False, reason="JobHeldAdmin")
+        return await FakeActivities.release_job(self, inp)
+
+
+async def test_a_hold_raced_by_slurms_own_requeue_is_released_when_its_step_fails(
+    env: WorkflowEnvironment,
+) -> None:
+    """The snapshot race: the decision saw the attempt failed, not requeued; Slurm requeued it itself before
+    the step, which then held the pending job (JobHeldAdmin) and failed. The workflow's read beside the
+    advice's audit write saw the attempt unheld and not yet requeued: the JobHeldAdmin hold on the next
+    attempt is taken as TrainGuard's own, released, bound to that attempt, audited with why; Slurm's
+    requeue then runs unchanged and is not recovered a second time."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = RacedHold(
+        script=[
+            obs(K.FAILURE, job("FAILED"), XID),
+            obs(K.STATE_CHANGE, job("RUNNING", restarts=1)),
+            obs(K.PROGRESS, job("RUNNING", restarts=1), iteration=15),
+            obs(K.COMPLETED, job("COMPLETED", restarts=1)),
+        ],
+        slurm_job=job("FAILED"),
+        requeue_fails=True,
+    )
+    history = await run_to_end(env, fakes, make_input(queue, mode=Mode.ACTION))
+    assert fakes.scheduler_calls == ["requeue_hold", "release", "release"], fakes.scheduler_calls
+    requeue_hold, raced = fakes.action_inputs["release"]
+    assert requeue_hold.our_hold == REQUEUE_HELD_REASON and requeue_hold.held_restarts is None
+    assert raced.our_hold == "JobHeldAdmin" and raced.held_restarts == 1, raced
+    calls = fakes.calls
+    assert calls.index("job_state") < calls.index("requeue_hold")  # the read is the evidence
+    why = [m for m in fakes.messages if m.startswith("watchdog_fired/release:")]
+    assert len(why) == 1 and "requeued it itself meanwhile" in why[0] and "restarts=1" in why[0], why
+    assert [a.advice.action.value for a in fakes.advice] == ["requeue"], fakes.advice
+    assert EventType.ALLOCATION_RESTARTED in fakes.events and EventType.COMPLETED in fakes.events
+    assert "exclude" not in fakes.calls
+    assert len(set(fakes.keys)) == len(fakes.keys), fakes.keys  # the audit keeps one row per key
+    assert sum(k.endswith("/release/raced") for k in fakes.keys) == 1, fakes.keys
+    await replays(env, history)
+
+
+async def test_a_raced_hold_is_never_taken_for_ours_when_the_read_found_the_job_held(
+    env: WorkflowEnvironment,
+) -> None:
+    """The same race, but the read beside the advice's write already found the job held (an
+    administrator's hold): no evidence the hold is TrainGuard's, so JobHeldAdmin is never lifted."""
+    queue = f"q-{uuid.uuid4()}"
+    fakes = RacedHold(
+        script=[obs(K.FAILURE, job("FAILED"), XID), obs(K.GONE, job("PENDING", restarts=1, held=True))],
+        slurm_job=job("PENDING", restarts=1, held=True),
+        requeue_fails=True,
+    )
+    history = await run_to_end(env, fakes, make_input(queue, mode=Mode.ACTION))
+    lifted = [r for r in fakes.action_inputs.get("release", []) if r.our_hold != REQUEUE_HELD_REASON]
+    assert lifted == [], lifted
     assert not any(m.startswith("watchdog_fired/") for m in fakes.messages), fakes.messages
     await replays(env, history)
 

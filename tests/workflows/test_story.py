@@ -83,6 +83,7 @@ async def test_history_summaries_and_details(env: WorkflowEnvironment) -> None:
     assert story_line == [
         "attribute failure of job 42, attempt 0",
         "ask ClusterWatch's limits for job 42, attempt 0",
+        "read job 42 before its hold (fail-open evidence)",  # cancelled once the hold succeeds
         "record advice: requeue job 42, attempt 0",
         "requeue-hold job 42",
         "exclude job 42 (node2)",
