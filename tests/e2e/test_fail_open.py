@@ -401,3 +401,4 @@ async def test_a_hold_raced_by_a_requeue_before_its_step_is_released(stack: Cras
     advices = [e for e in stack.events(job.job_id) if e.event_type == EventType.ADVICE]
     assert len(advices) == 1, advices  # Slurm's requeue was not taken for a new failure
     print(f"held spans {[(round(s, 1), r) for _, s, r in spans]}; window {why.data['window_s']} s")
+    await save_history(stack.handle(job), "raced_hold_released")
