@@ -2,7 +2,7 @@
 
 Round 16 added 35 excerpts (pub700-pub734), a random draw over ML-framework trackers and their
 training-at-scale users (not chosen by the held-out part's kinds), split by the stored rule and committed
-before the classifier ran on them. Of its four tuning misses, one is generalised, from the program that
+before the classifier ran on them. Of its three tuning misses, one is generalised, from the program that
 prints the text, not from the excerpt:
 - a collective timeout whose line is cut inside the watchdog's message (pub734, LLaMA-Factory, read
   healthy: a progress bar runs into `[rank5]:[E602 ...ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught
@@ -10,7 +10,7 @@ prints the text, not from the excerpt:
   (`[Rank N] `, `[PG N Rank N] `, `[PG ID N PG GUID G Rank N] `) followed by "Watchdog caught collective
   operation timeout: ", and no other message of ProcessGroupNCCL.cpp starts "Watchdog caught": the rank
   prefix then "Watchdog caught" is the timeout however early the line is cut.
-The other three rest on the thread's diagnosis, not on the text (see docs/detection.md, round 16).
+The other two rest on the thread's diagnosis, not on the text (see docs/detection.md, round 16).
 Every positive case below fails on the round-15 code (the look-alikes and guards pass on both).
 """
 
