@@ -74,6 +74,10 @@ _NOT_HOSTS = frozenset(
     }
 )
 _EXCEPTION_SUFFIXES = ("error", "exception", "warning", "interrupt", "exit", "failure")
+# Library prefixes that come before the host a library names itself: rdma-core's mlx5 provider prints
+# `mlx5: <hostname>: got completion with error:` (providers/mlx5/cq.c, PFX "mlx5: " then mctx->hostname).
+# `mlx5` would pass for a node name (a digit); it is stripped so that the host after it is the one kept.
+_LIBRARY_PREFIXES = frozenset({"mlx5"})
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,9 @@ def normalize(line: str) -> Normalized:
             text = text[m.end() :]
             continue
         m = _PDSH.match(text)
+        if m and m.group("host") in _LIBRARY_PREFIXES:
+            text = text[m.end() :]
+            continue
         if m and plausible_host(m.group("host")):
             host = host or m.group("host")
             text = text[m.end() :]
