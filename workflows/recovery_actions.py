@@ -235,7 +235,8 @@ class ActionExecutor(SettingsGate):
         return asyncio.ensure_future(self._read_before_hold(attempt))
 
     def _read_ahead_for(self, advice: Advice, held: bool, job: JobSnapshot | None) -> Reading | None:
-        """`_read_ahead` for a decided advice whose requeue step will hold a job Slurm requeued itself."""
+        """`_read_ahead` for a decided advice whose requeue step will hold a job Slurm requeued itself, or
+        (raced) one Slurm may requeue before the step runs."""
         attempt = self.carry.phase.attempt_restarts
         if not (advice.execute and advice.action == ActionKind.REQUEUE and not held):
             return None
