@@ -13,15 +13,13 @@ before this change. The look-alikes are messages a job survives; several of them
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.unit.catalog_sources import source_comment
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
 from trainguard.detection.normalize import normalize
-
-CATALOG_PATH = Path(__file__).resolve().parents[2] / "trainguard" / "detection" / "catalog.yaml"
 
 # Entries added from the printers' source, and the entry this change extended (each comment names the file).
 ADDED = (
@@ -252,28 +250,12 @@ def test_messages_a_job_survives_are_not_fatal(text: str) -> None:
     assert not r.fatal, (text, r.pattern_ids)
 
 
-def _entry_comments(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for m in re.finditer(r"^  - id: (\S+)\n((?:    #.*\n)*)", text, re.M):
-        out[m.group(1)] = m.group(2)
-    return out
-
-
-def _entry_block(text: str, sig_id: str) -> str:
-    m = re.search(rf"^  - id: {re.escape(sig_id)}\n(.*?)(?=^  - id: |\Z)", text, re.M | re.S)
-    assert m, sig_id
-    return m.group(1)
-
-
 @pytest.mark.parametrize("sig_id", ADDED + EXTENDED)
 def test_every_entry_names_its_source_file(sig_id: str) -> None:
-    text = CATALOG_PATH.read_text()
-    comments = "".join(
-        line for line in _entry_block(text, sig_id).splitlines(keepends=True) if line.lstrip().startswith("#")
-    )
+    text = source_comment(sig_id)
     assert re.search(
-        r"(src/[a-z0-9_/]+\.(c|cc|cpp)|providers/mlx5/cq\.c|libibverbs/[a-z_/]+\.c|prov/[a-z]+)", comments
-    ), (sig_id, comments)
+        r"(src/[a-z0-9_/]+\.(c|cc|cpp)|providers/mlx5/cq\.c|libibverbs/[a-z_/]+\.c|prov/[a-z]+)", text
+    ), (sig_id, text)
     assert load_catalog().get(sig_id) is not None
 
 

@@ -14,15 +14,11 @@ extended entry. The look-alikes are lines a job survives, or prose.
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
+from tests.unit.catalog_sources import SOURCE_FILE, source_comment
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
-
-CATALOG_PATH = Path(__file__).resolve().parents[2] / "trainguard" / "detection" / "catalog.yaml"
 
 # Entries added from the printers' sources, and the entry this change extended (each comment names the file).
 ADDED = (
@@ -198,20 +194,8 @@ def test_look_alikes_are_not_fatal(text: str) -> None:
     assert not r.fatal, (text, r.pattern_ids)
 
 
-def _entry_comments(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for m in re.finditer(r"^  - id: (\S+)\n((?:    #.*\n|    keywords:.*\n(?:     .*\n)*)*)", text, re.M):
-        out[m.group(1)] = m.group(2)
-    return out
-
-
 @pytest.mark.parametrize("sig_id", ADDED + EXTENDED)
 def test_every_entry_names_its_source_file(sig_id: str) -> None:
-    comments = _entry_comments(CATALOG_PATH.read_text())
-    assert sig_id in comments, sig_id
-    lines = [line for line in comments[sig_id].splitlines() if line.lstrip().startswith("#")]
-    text = " ".join(line.strip(" #") for line in lines)
-    assert re.search(r"[a-z_]+/[A-Za-z0-9_/.-]*\.(c|cc|cpp|py|go|txt|awk)\b", text) or re.search(
-        r"\b[a-z_]+\.(c|py)\b", text
-    ), (sig_id, comments[sig_id])
+    text = source_comment(sig_id)
+    assert SOURCE_FILE.search(text), (sig_id, text)
     assert load_catalog().get(sig_id) is not None

@@ -11,14 +11,12 @@ entry) on the code before this change. The look-alikes are messages a job surviv
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.unit.catalog_sources import source_comment
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
-
-CATALOG_PATH = Path(__file__).resolve().parents[2] / "trainguard" / "detection" / "catalog.yaml"
 
 # Entries added from Slurm's source, and the entries this change extended (each comment names the file).
 ADDED = (
@@ -356,21 +354,11 @@ def test_messages_a_job_survives_are_not_fatal(text: str) -> None:
     assert not r.fatal, (text, r.pattern_ids)
 
 
-def _entry_comments(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for m in re.finditer(r"^  - id: (\S+)\n((?:    #.*\n)*)", text, re.M):
-        out[m.group(1)] = m.group(2)
-    return out
-
-
 @pytest.mark.parametrize("sig_id", ADDED + EXTENDED)
 def test_every_entry_names_its_slurm_source_file(sig_id: str) -> None:
-    comments = _entry_comments(CATALOG_PATH.read_text())
-    assert sig_id in comments, sig_id
-    assert re.search(
-        r"src/(srun|sbatch|salloc|api|common|scontrol|slurmctld|slurmd)[a-z_/]*\.c", comments[sig_id]
-    ), (
+    text = source_comment(sig_id)
+    assert re.search(r"src/(srun|sbatch|salloc|api|common|scontrol|slurmctld|slurmd)[a-z_/]*\.c", text), (
         sig_id,
-        comments[sig_id],
+        text,
     )
     assert load_catalog().get(sig_id) is not None

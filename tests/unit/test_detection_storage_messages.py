@@ -13,15 +13,11 @@ before. The look-alikes are messages a job survives.
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
+from tests.unit.catalog_sources import SOURCE_FILE, source_comment
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
-
-CATALOG_PATH = Path(__file__).resolve().parents[2] / "trainguard" / "detection" / "catalog.yaml"
 
 # Entries added from the printers' sources, and the entries this change extended (each comment names
 # the file).
@@ -263,17 +259,8 @@ def test_hdf5_diag_is_recorded_not_fatal() -> None:
     assert sig is not None and not sig.fatal
 
 
-def _entry_comments(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for m in re.finditer(r"^  - id: (\S+)\n((?:    #.*\n)*)", text, re.M):
-        out[m.group(1)] = m.group(2)
-    return out
-
-
 @pytest.mark.parametrize("sig_id", ADDED + RECORDED + EXTENDED)
 def test_every_entry_names_its_source_file(sig_id: str) -> None:
-    comments = _entry_comments(CATALOG_PATH.read_text())
-    assert sig_id in comments, sig_id
-    text = " ".join(line.strip(" #") for line in comments[sig_id].splitlines())
-    assert re.search(r"[a-z_0-9]+/[A-Za-z0-9_/.-]*\.(c|cc|cpp|py|txt|h)\b", text), (sig_id, comments[sig_id])
+    text = source_comment(sig_id)
+    assert SOURCE_FILE.search(text), (sig_id, text)
     assert load_catalog().get(sig_id) is not None
