@@ -5,7 +5,8 @@ A Python exception that ends a training run is often printed by something other 
 `Traceback (most recent call last):` ... `<Type>: <msg>`. Each printer's source was read for how it prints an
 uncaught exception (docs/detection.md, "Python exceptions in other printers' forms, from their sources"):
 rich (Textualize/rich 42899d8a rich/traceback.py), loguru (Delgan/loguru 2a17be7
-loguru/_better_exceptions.py, _logger.py), better_exceptions (Qix-/better-exceptions), Hydra
+loguru/_better_exceptions.py, _logger.py), better_exceptions (Qix-/better-exceptions 8fa00a7
+better_exceptions/formatter.py), Hydra
 (facebookresearch/hydra 2c03d1b925 hydra/core/utils.py, hydra/_internal/utils.py), absl (abseil/abseil-py
 3e45907 absl/logging/__init__.py), Python logging's `logger.exception`, Ray (RayTaskError's
 `ray::<Actor>.<method>()`), IPython (ipython/ipython 7f0ee5568 IPython/core/ultratb.py, tbtools.py), click
