@@ -54,6 +54,28 @@ MAX_TRACEBACK_STREAMS = 1024
 # `: message` or nothing. Any name counts there, not only `...Error`: `torch._dynamo.exc.Unsupported`,
 # `KeyboardInterrupt`, `queue.Empty`.
 _FRAME_START = ('File "', "│", "╭", "╰", "^", "~", "+", "|")
+# Other printers' frames (docs/detection.md, "Python exceptions in other printers' forms, from their
+# sources"): loguru marks the frame that caught the exception with `> File "..."`
+# (loguru/_better_exceptions.py, _format_locations: `pattern = ">" + pattern[1:]`); IPython's ultratb
+# prints `Cell In[3], line 5` and `File ~/x.py:10, in f(x)` (IPython/core/tbtools.py), older IPython
+# `<ipython-input-3-...> in <module>` and `/path/x.py in f(x)`, source lines after an arrow `----> 5`
+# (PyColorize make_arrow: `-`*n + `>`, or the unicode themes' `───▶`) and `[... skipping hidden 1 frame]`
+# (IPython/core/ultratb.py).
+_OTHER_FRAME_START = ('> File "', "File ", "Cell In[", "<ipython-input-", "[... skipping hidden", "--", "─")
+_IPYTHON_OLD_FRAME = re.compile(r"^\S+\.py in \S+\(.*\)\s*$")
+# A log record's prefix repeated on every line of a traceback that was logged line by line: absl's
+# `E1201 12:00:01.000000 140 logging.py:99] ` (absl/logging/__init__.py, get_absl_log_prefix:
+# `%c%02d%02d %02d:%02d:%02d.%06d %5d %s:%d] `; glog's own LogMessage prints the same), or any prefix
+# carrying a timestamp or a level name. Learned from the header line (what precedes `Traceback (most recent
+# call last)` there) and stripped from the stream's next lines when they start with the same shape (digits and
+# spacing may vary).
+_RECORD_PREFIX_END = re.compile(r"(?:[\]|:\-]|\s)\s*$")
+_PREFIX_PIECE = re.compile(r"[0-9]+|\s+|[^0-9\s]+")
+# A record at a level below error (absl/glog `I`/`W`/`D`, Python logging's INFO, WARNING, DEBUG): the program
+# logged the traceback and went on (logger.warning(..., exc_info=True)).
+_LOW_LEVEL_PREFIX = re.compile(r"^[IWD][0-9]{4} |\b(?:INFO|WARNING|WARN|DEBUG)\b")
+_LEVEL_WORD = re.compile(r"\b(?:CRITICAL|FATAL|ERROR|WARNING|WARN|INFO|DEBUG)\b")
+MAX_PREFIX_CHARS = 160
 _EXCEPTION_LINE = re.compile(
     r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)*(?:[A-Z][A-Za-z0-9_]*|[a-z_]*(?:error|exception|timeout))"
     r"(?:\([A-Za-z_][A-Za-z0-9_.]*\))?(?::(?:\s.*)?)?\s*$"
@@ -144,6 +166,30 @@ def _keyword_index(catalog: Catalog, progress_keywords: tuple[str, ...]) -> _Key
     return index
 
 
+def _record_prefix(text: str) -> tuple[re.Pattern[str], bool] | None:
+    """The log-record prefix before a traceback header (see _RECORD_PREFIX_END), as a pattern of its shape,
+    and whether its level is below error; None when the header has no such prefix (CPython's own, IPython's
+    `ValueError    Traceback`, rich's box)."""
+    prefix = text[: text.find(_TRACEBACK)]
+    if (
+        not prefix.strip()
+        or len(prefix) > MAX_PREFIX_CHARS
+        or not (any(c.isdigit() for c in prefix) or _LEVEL_WORD.search(prefix))
+        or not _RECORD_PREFIX_END.search(prefix)
+    ):
+        return None
+    parts = []
+    pieces = _PREFIX_PIECE.findall(prefix)
+    for i, piece in enumerate(pieces):
+        if piece[0].isdigit():
+            parts.append("[0-9]+")
+        elif piece[0].isspace() and i < len(pieces) - 1:
+            parts.append(r"\s+")  # padded fields (glog's `%5d` thread id)
+        else:
+            parts.append(re.escape(piece))  # the separator before the message is kept exact
+    return re.compile("".join(parts)), bool(_LOW_LEVEL_PREFIX.search(prefix))
+
+
 class LogAnalyzer:
     def __init__(
         self,
@@ -180,6 +226,8 @@ class LogAnalyzer:
         self._world: int | None = None
         # Open tracebacks per output stream (launcher rank / host prefix): was the last line a frame?
         self._tracebacks: dict[_Stream, bool] = {}
+        # Streams whose traceback was logged line by line: the shape of the record prefix to strip.
+        self._tb_prefix: dict[_Stream, re.Pattern[str]] = {}
         # Streams whose open traceback the interpreter survives (see _SURVIVED_HEADER), where such a header
         # or a chaining line was last seen, and whether a stream's last closed traceback was survived.
         self._survived: set[_Stream] = set()
@@ -418,7 +466,14 @@ class LogAnalyzer:
             if stream in self._tracebacks or len(self._tracebacks) < MAX_TRACEBACK_STREAMS:
                 self._tracebacks[stream] = False
                 mark = self._survival_marks.pop(stream, None)
-                if mark is not None and line_no - mark <= SURVIVED_HEADER_LINES:
+                prefix = _record_prefix(norm.text)
+                if prefix is None:
+                    self._tb_prefix.pop(stream, None)
+                else:
+                    self._tb_prefix[stream] = prefix[0]
+                if (mark is not None and line_no - mark <= SURVIVED_HEADER_LINES) or (
+                    prefix is not None and prefix[1]
+                ):
                     self._survived.add(stream)
                 else:
                     self._survived.discard(stream)
@@ -429,16 +484,28 @@ class LogAnalyzer:
         if line_no >= self._traceback_until:
             self._tracebacks.clear()
             self._survived.clear()
+            self._tb_prefix.clear()
             return False
         text = norm.text
+        shape = self._tb_prefix.get(stream)
+        if shape is not None:
+            p = shape.match(text)
+            if p:
+                text = text[p.end() :]
         if not text.strip():
             return False
-        if text[0].isspace() or text.startswith(_FRAME_START):
+        if (
+            text[0].isspace()
+            or text.startswith(_FRAME_START)
+            or (text.startswith(_OTHER_FRAME_START) and not _EXCEPTION_LINE.match(text))
+            or _IPYTHON_OLD_FRAME.match(text)
+        ):
             if not self._tracebacks[stream] and _SURVIVED_FRAME.search(text):
                 self._survived.add(stream)  # the first frame: multiprocessing's finalizers print it
             self._tracebacks[stream] = True
             return False
         after_frame = self._tracebacks.pop(stream)
+        self._tb_prefix.pop(stream, None)
         if len(self._last_survived) < MAX_TRACEBACK_STREAMS or stream in self._last_survived:
             self._last_survived[stream] = stream in self._survived
         self._survived.discard(stream)
