@@ -16,10 +16,14 @@ import re
 
 import pytest
 
-from tests.unit.catalog_sources import source_comment
+from tests.unit.catalog_sources import assert_names_source, assert_not_fatal, assert_read_as
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
 from trainguard.detection.normalize import normalize
+
+TRANSPORT_SOURCE_FILE = re.compile(
+    r"(src/[a-z0-9_/]+\.(c|cc|cpp)|providers/mlx5/cq\.c|libibverbs/[a-z_/]+\.c|prov/[a-z]+)"
+)
 
 # Entries added from the printers' source, and the entry this change extended (each comment names the file).
 ADDED = (
@@ -170,9 +174,7 @@ ALREADY_READ = [
 
 @pytest.mark.parametrize(("line", "expected", "entry"), MESSAGES, ids=[m[0][:60] for m in MESSAGES])
 def test_interconnect_failure_message_is_read(line: str, expected: tuple[str, str], entry: str) -> None:
-    r = classify_text(line + "\n")
-    assert (r.fatal, r.category, r.attribution) == (True, *expected), line
-    assert entry in r.pattern_ids, (line, r.pattern_ids)
+    assert_read_as(line + "\n", expected, entry)
 
 
 @pytest.mark.parametrize("line", ALREADY_READ, ids=[m[:60] for m in ALREADY_READ])
@@ -246,17 +248,12 @@ def test_mlx5_host_prefix_is_the_host_after_the_provider_name() -> None:
     ],
 )
 def test_messages_a_job_survives_are_not_fatal(text: str) -> None:
-    r = classify_text(text)
-    assert not r.fatal, (text, r.pattern_ids)
+    assert_not_fatal(text)
 
 
 @pytest.mark.parametrize("sig_id", ADDED + EXTENDED)
 def test_every_entry_names_its_source_file(sig_id: str) -> None:
-    text = source_comment(sig_id)
-    assert re.search(
-        r"(src/[a-z0-9_/]+\.(c|cc|cpp)|providers/mlx5/cq\.c|libibverbs/[a-z_/]+\.c|prov/[a-z]+)", text
-    ), (sig_id, text)
-    assert load_catalog().get(sig_id) is not None
+    assert_names_source(sig_id, TRANSPORT_SOURCE_FILE)
 
 
 @pytest.mark.parametrize("sig_id", NOT_FATAL)

@@ -21,13 +21,14 @@ import re
 
 import pytest
 
-from tests.unit.catalog_sources import CATALOG_PATH, source_comment
-from trainguard.detection.catalog import load_catalog
+from tests.unit.catalog_sources import CATALOG_PATH, assert_names_source, assert_not_fatal, assert_read_as
 from trainguard.detection.classify import classify_text
 
 ANALYZER_PATH = CATALOG_PATH.with_name("analyzer.py")
 ADDED = ("hydra_job_failed", "click_usage_error")
 APP = ("python_exception", "application")
+
+PY_SOURCE_FILE = re.compile(r"[a-z_]+/[A-Za-z0-9_/.-]*\.py\b")
 
 _TB = ["Traceback (most recent call last):", '  File "train.py", line 97, in main', "    run()", "{exc}"]
 
@@ -153,9 +154,7 @@ CASES = NEW + ALREADY
 
 @pytest.mark.parametrize(("text", "entry"), CASES, ids=[f"{i}:{c[1]}" for i, c in enumerate(CASES)])
 def test_printer_s_form_of_an_uncaught_exception_is_read(text: str, entry: str) -> None:
-    r = classify_text(text)
-    assert (r.fatal, r.category, r.attribution) == (True, *APP), (text, r.pattern_ids)
-    assert entry in r.pattern_ids, (text, r.pattern_ids)
+    assert_read_as(text, APP, entry)
 
 
 def test_a_specific_entry_still_decides_inside_another_printer_s_form() -> None:
@@ -207,15 +206,12 @@ def test_every_added_entry_is_exercised_here() -> None:
     ],
 )
 def test_tracebacks_a_program_survives_are_not_fatal(text: str) -> None:
-    r = classify_text(text)
-    assert not r.fatal, (text, r.pattern_ids)
+    assert_not_fatal(text)
 
 
 @pytest.mark.parametrize("sig_id", ADDED)
 def test_every_entry_names_its_source_file(sig_id: str) -> None:
-    text = source_comment(sig_id)
-    assert re.search(r"[a-z_]+/[A-Za-z0-9_/.-]*\.py\b", text), (sig_id, text)
-    assert load_catalog().get(sig_id) is not None
+    assert_names_source(sig_id, PY_SOURCE_FILE)
 
 
 def test_the_grammar_s_additions_name_their_source_files() -> None:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.catalog_sources import SOURCE_FILE, source_comment
-from trainguard.detection.catalog import load_catalog
+from tests.unit.catalog_sources import assert_names_source, assert_not_fatal, assert_read_as
 from trainguard.detection.classify import classify_text
 
 # Entries added from the printers' sources, and the entry this change extended (each comment names the file).
@@ -146,9 +145,7 @@ MESSAGES = [
 
 @pytest.mark.parametrize(("text", "expected", "entry"), MESSAGES, ids=[m[0][:60] for m in MESSAGES])
 def test_signal_or_oom_kill_message_is_read(text: str, expected: tuple[str, str], entry: str) -> None:
-    r = classify_text(text + "\n")
-    assert (r.fatal, r.category, r.attribution) == (True, *expected), text
-    assert entry in r.pattern_ids, (text, r.pattern_ids)
+    assert_read_as(text + "\n", expected, entry)
 
 
 def test_every_added_entry_is_exercised_here() -> None:
@@ -190,12 +187,9 @@ def test_an_oom_kill_with_the_unit_s_sigkill_reads_oom() -> None:
     ],
 )
 def test_look_alikes_are_not_fatal(text: str) -> None:
-    r = classify_text(text)
-    assert not r.fatal, (text, r.pattern_ids)
+    assert_not_fatal(text)
 
 
 @pytest.mark.parametrize("sig_id", ADDED + EXTENDED)
 def test_every_entry_names_its_source_file(sig_id: str) -> None:
-    text = source_comment(sig_id)
-    assert SOURCE_FILE.search(text), (sig_id, text)
-    assert load_catalog().get(sig_id) is not None
+    assert_names_source(sig_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.catalog_sources import SOURCE_FILE, source_comment
+from tests.unit.catalog_sources import assert_names_source, assert_not_fatal, assert_read_as
 from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
 
@@ -185,16 +185,12 @@ ALREADY_READ = [
 
 @pytest.mark.parametrize(("text", "expected", "entry"), MESSAGES, ids=[m[0][-60:] for m in MESSAGES])
 def test_storage_failure_message_is_read(text: str, expected: tuple[str, str], entry: str) -> None:
-    r = classify_text(text + "\n")
-    assert (r.fatal, r.category, r.attribution) == (True, *expected), (text, r.pattern_ids)
-    assert entry in r.pattern_ids, (text, r.pattern_ids)
+    assert_read_as(text + "\n", expected, entry)
 
 
 @pytest.mark.parametrize(("text", "entry"), ALREADY_READ, ids=[m[0][:60] for m in ALREADY_READ])
 def test_errno_and_writer_texts_read_before_still_read(text: str, entry: str) -> None:
-    r = classify_text(TB + text + "\n")
-    assert (r.fatal, r.category, r.attribution) == (True, *INFRA), (text, r.pattern_ids)
-    assert entry in r.pattern_ids, (text, r.pattern_ids)
+    assert_read_as(TB + text + "\n", INFRA, entry)
 
 
 def test_dcp_wrapper_gives_way_to_the_rank_s_own_error() -> None:
@@ -243,8 +239,7 @@ def test_every_added_entry_is_exercised_here() -> None:
     ],
 )
 def test_messages_a_job_survives_are_not_fatal(text: str) -> None:
-    r = classify_text(text)
-    assert not r.fatal, (text, r.pattern_ids)
+    assert_not_fatal(text)
 
 
 def test_too_many_open_files_is_the_program_s_not_storage() -> None:
@@ -261,6 +256,4 @@ def test_hdf5_diag_is_recorded_not_fatal() -> None:
 
 @pytest.mark.parametrize("sig_id", ADDED + RECORDED + EXTENDED)
 def test_every_entry_names_its_source_file(sig_id: str) -> None:
-    text = source_comment(sig_id)
-    assert SOURCE_FILE.search(text), (sig_id, text)
-    assert load_catalog().get(sig_id) is not None
+    assert_names_source(sig_id)
