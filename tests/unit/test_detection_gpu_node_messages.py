@@ -13,10 +13,11 @@ from their sources"):
 - DCGM's health and diagnostic messages, same commit: dcgmlib/dcgm_errors.h (DCGM_FR_*_MSG),
   modules/health/DcgmHealthWatch.cpp;
 - the Linux kernel, torvalds/linux: kernel/panic.c, arch/x86/kernel/cpu/mce/core.c (006c077041),
-  mm/memory-failure.c, arch/x86/mm/fault.c, drivers/edac/edac_mc.c, kernel/watchdog.c.
+  mm/memory-failure.c (003fa19591), arch/x86/mm/fault.c, drivers/edac/edac_mc.c, kernel/watchdog.c.
 Each positive case in MESSAGES is the source's format string with its conversions filled in; each read healthy
-on the code before this change. ALREADY_READ pins the kinds the catalog read before. The look-alikes are
-messages a job survives (warnings, thresholds, corrected errors, banners).
+on the code before this change, except memory-failure's `Sending SIGBUS` form (read as a bus error).
+ALREADY_READ pins the kinds the catalog read before. The look-alikes are messages a job survives (warnings,
+thresholds, corrected errors, banners).
 """
 
 from __future__ import annotations
@@ -139,6 +140,12 @@ MESSAGES = [
     ),
     (
         K + "mce: Uncorrected hardware memory error in user-access at 1234567000",
+        NODE,
+        "node_memory_error_kill",
+    ),
+    (
+        K + "Memory failure: 0x1234567: forcibly killing python:4242 because of failure to unmap "
+        "corrupted page",
         NODE,
         "node_memory_error_kill",
     ),
