@@ -121,6 +121,20 @@ def test_torchrun_localhost_is_not_a_node() -> None:
     assert "localhost" not in r.nodes
 
 
+@pytest.mark.parametrize("program", ["python3", "python3.10", "python2.7", "pypy3"])
+def test_an_interpreter_before_a_host_assert_is_not_a_node(program: str) -> None:
+    r = classify_text(
+        f"{program}: ../csrc/index.cc:57: void take(int): Assertion `idx < size' failed.\n"
+        "Aborted (core dumped)\n"
+    )
+    assert r.fatal and program not in r.nodes
+    assert normalize(f"{program}: message").host is None
+
+
+def test_a_node_named_with_digits_still_prefixes_a_line() -> None:
+    assert normalize("gpu3: message").host == "gpu3"
+
+
 @pytest.mark.parametrize(
     ("name", "nodes", "expected"),
     [

@@ -74,6 +74,9 @@ _NOT_HOSTS = frozenset(
     }
 )
 _EXCEPTION_SUFFIXES = ("error", "exception", "warning", "interrupt", "exit", "failure")
+# The interpreter's name before glibc's assert message (`python3.10: file.c:57: f: Assertion ... failed.`,
+# assert/assert.c prints `%s: ` with the program name): a program, though it carries a digit.
+_INTERPRETER = re.compile(r"python[0-9.]*|pypy[0-9.]*")
 # Library prefixes that come before the host a library names itself: rdma-core's mlx5 provider prints
 # `mlx5: <hostname>: got completion with error:` (providers/mlx5/cq.c, PFX "mlx5: " then mctx->hostname).
 # `mlx5` would pass for a node name (a digit); it is stripped so that the host after it is the one kept.
@@ -96,7 +99,12 @@ def plausible_host(token: str) -> bool:
     (`torch.distributed.api`) and exception names (`RuntimeError`) do not qualify.
     """
     low = token.lower()
-    if low in _NOT_HOSTS or low.endswith(_EXCEPTION_SUFFIXES) or len(token) > 63:
+    if (
+        low in _NOT_HOSTS
+        or low.endswith(_EXCEPTION_SUFFIXES)
+        or len(token) > 63
+        or _INTERPRETER.fullmatch(low)
+    ):
         return False
     if "_" in token and "." in token:
         return False
