@@ -89,6 +89,12 @@ MESSAGES = [
         USER_CMD,
         "container_command_not_found",
     ),
+    (
+        "Error: crun: exec container process (missing dynamic library?) `/opt/conda/bin/python`: No such "
+        "file or directory: OCI runtime attempted to invoke a command that was not found",
+        USER_CMD,
+        "container_command_not_found",
+    ),
     # Apptainer: the action script's exec, getExecError
     ('FATAL:   "torchrun": executable file not found in $PATH', USER_CMD, "container_command_not_found"),
     (
