@@ -5,17 +5,19 @@ The error strings the GPU runtimes and math libraries return were read out of so
 and mapped to TrainGuard's categories (docs/detection.md, "CUDA and ROCm status messages, from their
 sources"):
 - CUDA's cudaGetErrorString / cuGetErrorString texts (NVIDIA's runtime is closed): ROCm/hip-tests
-  catch/unit/errorHandling/hipDrvGetErrorString.cc (commit ac9aa951b9, its HT_NVIDIA branch is checked against
-  CUDA's cuGetErrorString), and a CUDA driver-API re-implementation's suGetErrorString table for the codes
-  hip-tests does not cover (34, 102, 222, 714, 717, 718, 802-805; its repository was not identified);
-- HIP's hipGetErrorString texts: ROCm/clr hipamd/src/hip_error.cpp (commit 0bf2a9834c, ihipGetErrorString);
+  catch/unit/errorHandling/hipDrvGetErrorString.cc (listed at ac9aa951b9, its HT_NVIDIA branch is checked
+  against CUDA's cuGetErrorString), and a CUDA driver- and runtime-API re-implementation's suGetErrorString /
+  sudaGetErrorString tables for the codes hip-tests does not cover (34, 36, 102, 222, 714, 717, 718, 802-805;
+  its repository was not identified);
+- HIP's hipGetErrorString texts: ROCm/clr hipamd/src/hip_error.cpp (commit 0bf2a9834c, ihipGetErrorString),
+  and its code-object loader's abort (hipamd/src/hip_code_object.cpp, hipErrorNoBinaryForGpu);
 - PyTorch's printing: c10/cuda/CUDAException.cpp (0e4c6cd662, `CUDA error: <string>`, torch.AcceleratorError),
   c10/cuda/CUDAMiscFunctions.cpp (0ac83aeb35, the asynchronous-error suffix and the `Search for `<name>'` help
   line), c10/cuda/CUDAFunctions.cpp (01a6a16d9b, device_count_impl: `Unexpected error from
   cudaGetDeviceCount()`, `Found no NVIDIA driver`, `driver ... too old`, logged as a warning by device_count),
   aten/src/ATen/cuda/Exceptions.h (0220ea5a36: `cuDNN error:`, `CUDA error: CUBLAS_... when calling`,
   `cusolver error:`, `CUDA driver error:`), aten/src/ATen/native/cuda/CuFFTUtils.h (b06db13e51,
-  `cuFFT error:`).
+  `cuFFT error:`); CuPy's cupy_backends/cuda/api/runtime.pyx (3a2a047c25) and driver.pyx (`<name>: <string>`).
 Each positive case in MESSAGES is a source's format string filled in; each read as python_exception /
 application (or, for the no-device strings, gpu_hardware / hardware) before this change. ALREADY_READ pins
 the kinds the catalog read right before. The look-alikes are messages a job survives.
@@ -27,7 +29,12 @@ import pytest
 
 from tests.unit.catalog_sources import assert_names_source, assert_not_fatal, assert_read_as
 
-ADDED = ("cuda_node_driver_setup", "cuda_kernel_fault_other", "cuda_library_alloc_failed")
+ADDED = (
+    "cuda_node_driver_setup",
+    "cuda_kernel_fault_other",
+    "cuda_library_alloc_failed",
+    "hip_no_binary_for_gpu",
+)
 EXTENDED = ("cuda_devices_unavailable",)  # HIP's no-device string; relabelled to the node's set-up
 
 NODE = ("slurm_node_failure", "system_software")
@@ -90,6 +97,11 @@ MESSAGES = [
         "cuda_node_driver_setup",
     ),
     (
+        TB + "RuntimeError: CUDA error: API call is not supported in the installed CUDA driver",
+        NODE,
+        "cuda_node_driver_setup",
+    ),
+    (
         TB + "RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",
         NODE,
         "cuda_node_driver_setup",
@@ -97,6 +109,21 @@ MESSAGES = [
     (
         TB + "RuntimeError: CUDA error: MPS client failed to connect to the MPS control daemon or the MPS "
         "server",
+        NODE,
+        "cuda_node_driver_setup",
+    ),
+    # CuPy (cupy_backends/cuda/api/runtime.pyx, driver.pyx): `<name>: <string>`
+    (
+        TB
+        + "cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorInsufficientDriver: CUDA driver version "
+        "is insufficient for CUDA runtime version",
+        NODE,
+        "cuda_node_driver_setup",
+    ),
+    (
+        TB
+        + "cupy_backends.cuda.api.driver.CUDADriverError: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: forward "
+        "compatibility was attempted on non supported HW",
         NODE,
         "cuda_node_driver_setup",
     ),
@@ -143,6 +170,14 @@ MESSAGES = [
         TB + "RuntimeError: CUDA error: operation not supported on global/shared address space" + ASYNC,
         KERNEL,
         "cuda_kernel_fault_other",
+    ),
+    # HIP's runtime aborting on a fat binary without the GPU's gfx target (hipamd/src/hip_code_object.cpp):
+    # the build's, read as the program's, not as the abort that follows
+    (
+        '"hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"\n'
+        "Aborted (core dumped)",
+        ("python_exception", "application"),
+        "hip_no_binary_for_gpu",
     ),
     # the math libraries' own out-of-memory status
     (TB + "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED", OOM, "cuda_library_alloc_failed"),
