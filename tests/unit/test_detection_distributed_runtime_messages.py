@@ -5,8 +5,8 @@ Instead of fitting excerpt lines, the messages that JAX/XLA, TensorFlow's multi-
 Gloo print when a distributed job fails for good were read out of their source and mapped to TrainGuard's
 categories (docs/detection.md, "Distributed runtime messages, from their sources"): XLA/TSL's coordination
 service and client (openxla/xla a4771e3c xla/tsl/distributed_runtime/coordination/coordination_service.cc,
-3677f887 coordination_service_agent.cc, 611900e5 and 001918b7 xla/pjrt/distributed/client.cc, client.h,
-2e7f7485 xla/tsl/distributed_runtime/preemption/preemption_notifier.cc; ROCm/xla 37fe764f
+3677f887 coordination_service_agent.cc, 611900e5 and 001918b7 xla/pjrt/distributed/client.cc, 5d8f791c
+client.h, 2e7f7485 xla/tsl/distributed_runtime/preemption/preemption_notifier.cc; ROCm/xla 37fe764f
 preemption_sync_manager.cc), TensorFlow (tensorflow/tensorflow c117e91a
 tensorflow/core/common_runtime/base_collective_executor.cc, 732e2b91 tensorflow/core/nccl/nccl_manager.cc,
 c8e5f669 tensorflow/core/framework/op_kernel.cc), Horovod (horovod/horovod 2626dc87
@@ -66,7 +66,7 @@ MESSAGES = [
         TIMEOUT,
         "xla_coordination_task_failed",
     ),
-    # tensorflow/compiler/xla/pjrt/distributed/client.h, older releases
+    # xla/pjrt/distributed/client.h 5d8f791c, older releases
     (
         "F0412 23:39:41.657000 1234 client.h:77] Terminating process because the coordinator detected "
         "missing heartbeats. This most likely indicates that another task died; see the other task logs "
