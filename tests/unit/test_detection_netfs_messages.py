@@ -4,9 +4,10 @@ A second storage pass (docs/detection.md, "Network file system and data-client m
 sources"): what the other clients a training job reads its data and checkpoints through print when a read
 fails for good, read out of their source and mapped to TrainGuard's categories. Sources: the Linux NFS /
 SUNRPC client (torvalds/linux 0010b838db9f net/sunrpc/clnt.c, rpc_check_timeout / call_decode), the CephFS
-kernel client (torvalds/linux d94ba7b3b7e7 fs/ceph/mds_client.c, handle_session), huggingface_hub
+kernel client (torvalds/linux fs/ceph/mds_client.c, handle_session, through the code index), huggingface_hub
 (huggingface/huggingface_hub f7c9b7dfd5e5 src/huggingface_hub/file_download.py, f92040945e7b
-src/huggingface_hub/utils/_http.py), transformers (src/transformers/utils/hub.py) and datasets
+src/huggingface_hub/utils/_http.py), transformers (huggingface/transformers d8cb2e01f4
+src/transformers/utils/hub.py) and datasets
 (huggingface/datasets src/datasets/utils/file_utils.py, src/datasets/load.py) through the code index,
 CPython's Lib/urllib/error.py, and fsspec's gcsfs (fsspec/gcsfs 1ddedc1ac47b gcsfs/retry.py). Each positive
 case in MESSAGES is the source's format string with its conversions filled in; each read healthy or as the
@@ -60,7 +61,13 @@ MESSAGES = [
         INFRA,
         "hf_hub_unreachable",
     ),
-    # transformers src/transformers/utils/hub.py (cached_file)
+    # transformers src/transformers/utils/hub.py (cached_file; the second form is later releases')
+    (
+        TB + "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find "
+        "them in the cached files.",
+        INFRA,
+        "hf_hub_unreachable",
+    ),
     (
         TB + "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it "
         "in the cached files and it looks like bert-base-uncased is not the path to a directory containing a "
