@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import latency, scale
+from bench import latency, scale, takeover_floor
 from bench.common import Dist, percentile
 from bench.simcluster import SimFiles, SimSlurm, SimWorkloads, opt_in_comment
 from tests.e2e.stack import PORT_OFFSET
@@ -127,6 +127,16 @@ async def test_scale_smoke_detects_every_fault_under_a_small_load(tmp_path: Path
     assert loss is not None and loss.held > 0 and len(loss.resumed) == loss.held, loss
     assert loss.takeover is not None and loss.takeover.taken >= loss.held, loss  # + discovery, if it held it
     assert max(loss.resumed) <= 30.0, loss
+
+
+async def test_takeover_floor_smoke_every_failed_activity_resumes_on_the_taker(tmp_path: Path) -> None:
+    args = takeover_floor.parse_args(
+        ["--lost", "30", "--settle", "2", "--timeout", "60", "--base-dir", str(tmp_path)]
+    )
+    result = await takeover_floor.run(args)
+    assert (result.lost, result.fail_errors, result.not_resumed) == (30, 0, 0), result
+    assert result.resumed.n == 30 and 0 < result.resumed.p50 <= result.resumed.max < 60, result
+    assert "resumed on the taker" in result.render()
 
 
 @pytest.mark.e2e
