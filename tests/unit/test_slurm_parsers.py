@@ -246,14 +246,14 @@ job_keys = st.sampled_from(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.dictionaries(job_keys, json_values, max_size=8))
 def test_squeue_arbitrary_job_fields_only_raise_parse_error(job: dict[str, object]) -> None:
     with contextlib.suppress(SlurmParseError):
         parse_squeue_json(json.dumps({"jobs": [job]}))
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300))
 def test_arbitrary_text_only_raises_parse_error(text: str) -> None:
     for parse in (parse_squeue_json, parse_sinfo_json, parse_scontrol_jobs, parse_scontrol_nodes):
@@ -261,7 +261,7 @@ def test_arbitrary_text_only_raises_parse_error(text: str) -> None:
             parse(text)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(name=st.text(max_size=80), comment=st.text(max_size=200))
 def test_hostile_name_and_comment_survive_json_round_trip(name: str, comment: str) -> None:
     doc = json.loads(fixture("squeue_mixed.json"))
@@ -275,7 +275,7 @@ def test_hostile_name_and_comment_survive_json_round_trip(name: str, comment: st
 printable_no_newline = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=80)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(name=printable_no_newline, comment=printable_no_newline)
 def test_hostile_scontrol_text_parses_right_or_is_flagged(name: str, comment: str) -> None:
     line = fixture("scontrol_job_1.txt").replace('JobName=train %x "quoted" $HOME', f"JobName={name}", 1)
