@@ -74,6 +74,18 @@ _PREFIX_PIECE = re.compile(r"[0-9]+|\s+|[^0-9\s]+")
 # A record at a level below error (absl/glog `I`/`W`/`D`, Python logging's INFO, WARNING, DEBUG): the program
 # logged the traceback and went on (logger.warning(..., exc_info=True)).
 _LOW_LEVEL_PREFIX = re.compile(r"^[IWD][0-9]{4} |\b(?:INFO|WARNING|WARN|DEBUG)\b")
+# A traceback under a consistent leading indentation (a log relay or a markdown quote shifts every line by
+# the same amount; docs/detection.md, "Round 19b's tuning misses"): a header indented by spaces alone strips
+# that indentation from the stream's next lines, as a record prefix is stripped. Without its header (a log cut
+# above it), a frame indented by more than CPython's two spaces (Lib/traceback.py, StackSummary.format:
+# `  File "{}", line {}, in {}`) opens the traceback with the extra indentation as its prefix; the exception
+# line that closes such a headerless one must then name an ...Error or ...Exception class, as the catalog's
+# python_exception_line asks of an unindented one.
+_INDENTED_FRAME = re.compile(r'^(?P<indent> +)  File "[^"]+", line [0-9]+, in \S')
+_FRAME_KEYWORD = 'File "'
+_NAMED_EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception)(?:\([A-Za-z_][A-Za-z0-9_.]*\))?(?::\s|\s*$)"
+)
 _LEVEL_WORD = re.compile(r"\b(?:CRITICAL|FATAL|ERROR|WARNING|WARN|INFO|DEBUG)\b")
 MAX_PREFIX_CHARS = 160
 _EXCEPTION_LINE = re.compile(
@@ -112,6 +124,7 @@ _EXTRA_KEYWORDS = (
     *_EXEC_HOST_KEYWORDS,
     *collectives.KEYWORDS,
     *_SURVIVAL_KEYWORDS,
+    _FRAME_KEYWORD,
 )
 TRACEBACK_EXCEPTION = Signature(
     id="python_traceback_exception",
@@ -228,6 +241,8 @@ class LogAnalyzer:
         self._tracebacks: dict[_Stream, bool] = {}
         # Streams whose traceback was logged line by line: the shape of the record prefix to strip.
         self._tb_prefix: dict[_Stream, re.Pattern[str]] = {}
+        # Streams whose open traceback began at an indented frame, its header not in the log.
+        self._headerless: set[_Stream] = set()
         # Streams whose open traceback the interpreter survives (see _SURVIVED_HEADER), where such a header
         # or a chaining line was last seen, and whether a stream's last closed traceback was survived.
         self._survived: set[_Stream] = set()
@@ -403,7 +418,8 @@ class LogAnalyzer:
         if m is not None:
             sig = m.signature
             tb = self._last_traceback
-            recent_tb = tb is not None and line_no - tb <= TRACEBACK_WINDOW_LINES
+            # The line that closes a traceback (headerless ones included) is within it.
+            recent_tb = exception_line or (tb is not None and line_no - tb <= TRACEBACK_WINDOW_LINES)
             # A retried, caught or warned-about error is not a failure (the job carries on).
             benign = benign_occurrence(norm.text, sig.category, sig.priority) or (
                 survived and sig.category == Category.PYTHON_EXCEPTION
@@ -466,11 +482,16 @@ class LogAnalyzer:
             if stream in self._tracebacks or len(self._tracebacks) < MAX_TRACEBACK_STREAMS:
                 self._tracebacks[stream] = False
                 mark = self._survival_marks.pop(stream, None)
+                self._headerless.discard(stream)
                 prefix = _record_prefix(norm.text)
-                if prefix is None:
-                    self._tb_prefix.pop(stream, None)
-                else:
+                at = norm.text.find(_TRACEBACK)
+                indent = norm.text[:at] if at > 0 else ""
+                if prefix is not None:
                     self._tb_prefix[stream] = prefix[0]
+                elif indent and not indent.strip(" "):
+                    self._tb_prefix[stream] = re.compile(re.escape(indent))
+                else:
+                    self._tb_prefix.pop(stream, None)
                 if (mark is not None and line_no - mark <= SURVIVED_HEADER_LINES) or (
                     prefix is not None and prefix[1]
                 ):
@@ -480,11 +501,13 @@ class LogAnalyzer:
             self._traceback_until = line_no + TRACEBACK_WINDOW_LINES
             return False
         if stream not in self._tracebacks:
+            self._open_headerless(norm.text, stream, line_no)
             return False
         if line_no >= self._traceback_until:
             self._tracebacks.clear()
             self._survived.clear()
             self._tb_prefix.clear()
+            self._headerless.clear()
             return False
         text = norm.text
         shape = self._tb_prefix.get(stream)
@@ -506,12 +529,32 @@ class LogAnalyzer:
             return False
         after_frame = self._tracebacks.pop(stream)
         self._tb_prefix.pop(stream, None)
+        headerless = stream in self._headerless
+        self._headerless.discard(stream)
         if len(self._last_survived) < MAX_TRACEBACK_STREAMS or stream in self._last_survived:
             self._last_survived[stream] = stream in self._survived
         self._survived.discard(stream)
         if not self._tracebacks:
             self._traceback_until = -1
-        return after_frame and bool(_EXCEPTION_LINE.match(text)) and not _CLEAN_EXIT.match(text)
+        return (
+            after_frame
+            and bool(_EXCEPTION_LINE.match(text))
+            and not _CLEAN_EXIT.match(text)
+            and (not headerless or bool(_NAMED_EXCEPTION.match(text)))
+        )
+
+    def _open_headerless(self, text: str, stream: _Stream, line_no: int) -> None:
+        """An indented frame with no traceback open on its stream: a traceback whose header the log lacks."""
+        if _FRAME_KEYWORD not in text or len(self._tracebacks) >= MAX_TRACEBACK_STREAMS:
+            return
+        m = _INDENTED_FRAME.match(text)
+        if m is None:
+            return
+        self._tracebacks[stream] = True
+        self._tb_prefix[stream] = re.compile(re.escape(m.group("indent")))
+        self._headerless.add(stream)
+        self._survived.discard(stream)
+        self._traceback_until = max(self._traceback_until, line_no + TRACEBACK_WINDOW_LINES)
 
     def _collective_line(
         self, line: str, norm: Normalized, line_no: int, offset: int, now: float, out: list[Finding]
