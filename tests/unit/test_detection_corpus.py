@@ -206,6 +206,18 @@ ROUND18_FIRST_PUBLIC = 800
 ROUND18_LAST_PUBLIC = 849
 HELDOUT_R18_NEW_FLOOR_FATAL = 0.88
 HELDOUT_R18_NEW_FLOOR_CATEGORY, HELDOUT_R18_NEW_FLOOR_ATTRIBUTION = 0.83, 0.77
+# The whole held-out part as it stood after round 18 (363 excerpts, up to pub849): 94.2 / 90.6 / 87.3 %.
+HELDOUT_R18_FLOOR_FATAL, HELDOUT_R18_FLOOR_CATEGORY, HELDOUT_R18_FLOOR_ATTRIBUTION = 0.94, 0.90, 0.87
+# The measure of round 19: two random draws done side by side from the same code (7f0eebc), split and
+# committed (0a16640, df0a1dd) before the classifier was run on them; the round's generalisations came from
+# its tuning misses only and changed none of the held-out verdicts, so the floors are the blind measures. 19a,
+# the HPC side (pub850-pub879): 75.0 / 68.8 / 68.8 % of 16; 19b, large-model training frameworks
+# (pub880-pub909): 66.7 % on all three of 6; none healthy called fatal.
+ROUND19A_FIRST_PUBLIC, ROUND19A_LAST_PUBLIC = 850, 879
+ROUND19B_FIRST_PUBLIC, ROUND19B_LAST_PUBLIC = 880, 909
+HELDOUT_R19A_NEW_FLOOR_FATAL = 0.75
+HELDOUT_R19A_NEW_FLOOR_CATEGORY, HELDOUT_R19A_NEW_FLOOR_ATTRIBUTION = 0.68, 0.68
+HELDOUT_R19B_NEW_FLOOR = 0.66
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -384,6 +396,12 @@ def test_whole_heldout_part_holds_its_floor() -> None:
     assert r17.fatal_accuracy >= HELDOUT_R17_FLOOR_FATAL
     assert r17.category_accuracy >= HELDOUT_R17_FLOOR_CATEGORY
     assert r17.attribution_accuracy >= HELDOUT_R17_FLOOR_ATTRIBUTION
+    # The part as it stood after round 18.
+    r18 = _heldout_up_to(whole, ROUND18_LAST_PUBLIC)
+    assert r18.total >= 363
+    assert r18.fatal_accuracy >= HELDOUT_R18_FLOOR_FATAL
+    assert r18.category_accuracy >= HELDOUT_R18_FLOOR_CATEGORY
+    assert r18.attribution_accuracy >= HELDOUT_R18_FLOOR_ATTRIBUTION
 
 
 def _heldout_between(first_public: int, last_public: int) -> Report:
@@ -504,6 +522,19 @@ def test_round18_new_heldout_excerpts_hold_their_blind_floor() -> None:
     assert new.fatal_accuracy >= HELDOUT_R18_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R18_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R18_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round19_new_heldout_excerpts_hold_their_blind_floors() -> None:
+    a = _heldout_between(ROUND19A_FIRST_PUBLIC, ROUND19A_LAST_PUBLIC)
+    assert a.total >= 16
+    assert a.healthy_classified_fatal == []
+    assert a.fatal_accuracy >= HELDOUT_R19A_NEW_FLOOR_FATAL
+    assert a.category_accuracy >= HELDOUT_R19A_NEW_FLOOR_CATEGORY
+    assert a.attribution_accuracy >= HELDOUT_R19A_NEW_FLOOR_ATTRIBUTION
+    b = _heldout_between(ROUND19B_FIRST_PUBLIC, ROUND19B_LAST_PUBLIC)
+    assert b.total >= 6
+    assert b.healthy_classified_fatal == []
+    assert min(b.fatal_accuracy, b.category_accuracy, b.attribution_accuracy) >= HELDOUT_R19B_NEW_FLOOR
 
 
 def test_known_heldout_false_positives_are_still_wrong() -> None:
