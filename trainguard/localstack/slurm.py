@@ -531,16 +531,18 @@ class LocalSlurmCluster:
     def kill_node(self, node: str) -> list[int]:
         """Simulate a node crash: SIGKILL its slurmd, its slurmstepd processes and their tasks.
 
+        A crashed node stops all of them at once, so none can report the others' deaths: every process is
+        stopped (SIGSTOP) before any is killed. Killed one after the other, a slurmstepd that outlived its
+        tasks by a moment told srun they were `Killed`, which a dead node never says.
         Returns the pids killed. Slurm marks the node DOWN ~10-12 s later.
         """
         self._check_node(node)
-        victims: list[int] = []
         pid = self._slurmd_pid(node)
-        if pid is not None:
-            signal_pids([pid], signal.SIGKILL)
-            wait_dead([pid], 5.0)
-            victims.append(pid)
-        victims.extend(self._kill_steps(node))
+        stepds = [p for p in pids_listening_under(self.node_spool(node)) if comm(p) == "slurmstepd"]
+        victims = ([pid] if pid is not None else []) + stepds + [d for p in stepds for d in descendants(p)]
+        signal_pids(victims, signal.SIGSTOP)
+        signal_pids(victims, signal.SIGKILL)
+        wait_dead(victims, 5.0)
         return victims
 
     def restart_node(self, node: str, timeout: float = 30.0) -> None:
