@@ -47,7 +47,14 @@ from trainguard.models import (
 from trainguard.optin import MalformedComment, parse_opt_in
 from trainguard.slurm.access import SlurmAccess
 from trainguard.slurm.runner import CommandError
-from trainguard.slurm.states import CANCELLED, COMPLETED, NODE_UNUSABLE_WORDS, RUNNING, TERMINAL_STATES
+from trainguard.slurm.states import (
+    CANCELLED,
+    COMPLETED,
+    COMPLETING,
+    NODE_UNUSABLE_WORDS,
+    RUNNING,
+    TERMINAL_STATES,
+)
 
 log = logging.getLogger(__name__)
 
@@ -424,12 +431,12 @@ class JobWatcher:
         self, state: _Progress, job: JobSnapshot, now: float, last_progress_offset: int = -1
     ) -> bool:
         """Whether to hold a decision for Slurm's verdict, bounded by slurm_verdict_wait_s from the first
-        signal. Two cases: the job is still RUNNING and no finding shows it failing (srun reports a
-        killed rank a moment before it tears the step down; a running job is only touched on evidence
-        that it fails), or every fatal finding is a cascade and one says a peer was lost (the peer's
-        node may have died, which only Slurm can tell), or the job stalled and the slurmd of its batch
-        host does not answer (the same). Slurm ending the job, or marking one of its nodes down, arrives
-        as a scheduler finding and ends the wait.
+        signal. Cases: the job is COMPLETING (Slurm's final state is seconds away); the job is still RUNNING
+        and no finding shows it failing (srun reports a killed rank a moment before it tears the step down;
+        a running job is only touched on evidence that it fails); every fatal finding is a cascade and one
+        says a peer was lost (the peer's node may have died, which only Slurm can tell); the job stalled and
+        the slurmd of its batch host does not answer (the same). Slurm ending the job, or marking one of its
+        nodes down, arrives as a scheduler finding and ends the wait.
         A launcher's verdict that a rank died (srun's `task 2: Killed`) shows the job failing without
         waiting for srun's teardown, unless training went on after it (a script that retries its step,
         or a step that is not the training): then Slurm decides."""
@@ -445,6 +452,11 @@ class JobWatcher:
             return True
         # Nor does a stall whose batch host's slurmd is silent: the node may be dead, which Slurm decides.
         if not deciding and state.silent_batch_host is not None:
+            return True
+        # Slurm is ending the job and says how in a moment: a user's cancel, a time limit, a node failure or
+        # the failure the log shows. 22.05 prints no CANCELLED until the steps are gone, so a cancel's
+        # `task N: Terminated` read meanwhile would become advice on a job its user has just cancelled.
+        if job.state == COMPLETING:
             return True
         if not job_is_running(job):
             return False

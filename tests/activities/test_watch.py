@@ -795,3 +795,43 @@ async def test_our_own_requeue_is_not_taken_for_slurms() -> None:
     phase = c.Phase(failure_handled=True, restart_requested_at=50.0)
     result = await watcher(world).watch(inp(phase=phase, slice_s=0.3), lambda *a: None)
     assert result.observation.kind != ObservationKind.FAILURE and not result.observation.findings
+
+
+async def test_a_cancels_terminated_ranks_wait_while_the_job_is_completing() -> None:
+    """scancel of a running job: srun prints `task N: Terminated` while Slurm shows the job COMPLETING (22.05
+    says CANCELLED only once the steps are gone). The decision waits for Slurm's final word, so the
+    observation carries the cancel, not a failure to advise on."""
+    world = World(job=running(num_tasks=2, state="COMPLETING"))
+    world.log += (
+        b"slurmstepd-node1: error: *** STEP 7.0 ON node1 CANCELLED AT 2026-12-01T23:53:13 ***\n"
+        b"srun: error: node2: task 1: Terminated\n"
+    )
+
+    async def slurm_says_cancelled() -> None:
+        await asyncio.sleep(0.6)
+        world.job = running(num_tasks=2, state="CANCELLED")
+
+    ender = asyncio.create_task(slurm_says_cancelled())
+    w = JobWatcher(
+        CancelledByClient(world),  # type: ignore[arg-type]
+        SnapshotCache(world.snapshot, max_age_s=0.0),
+        lambda job, path: Source(world),
+        slurm_verdict_wait_s=30.0,
+    )
+    started = time.monotonic()
+    result = await w.watch(inp(slice_s=20.0), lambda *a: None)
+    await ender
+    assert time.monotonic() - started >= 0.6
+    obs = result.observation
+    assert obs.kind == ObservationKind.STATE_CHANGE and obs.findings == (), obs
+    assert obs.job is not None and obs.job.state == "CANCELLED" and obs.job.cancelled_by == "1000"
+
+
+async def test_a_job_stuck_completing_is_decided_once_the_wait_runs_out() -> None:
+    world = World(job=running(num_tasks=2, state="COMPLETING"))
+    world.log += b"srun: error: node2: task 1: Terminated\n"
+    started = time.monotonic()
+    result = await watcher(world, slurm_verdict_wait_s=0.4).watch(inp(slice_s=20.0), lambda *a: None)
+    assert 0.4 <= time.monotonic() - started < 5.0
+    obs = result.observation
+    assert obs.job is not None and obs.job.state == "COMPLETING" and obs.findings
