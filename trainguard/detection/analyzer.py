@@ -179,11 +179,10 @@ def _keyword_index(catalog: Catalog, progress_keywords: tuple[str, ...]) -> _Key
     return index
 
 
-def _record_prefix(text: str) -> tuple[re.Pattern[str], bool] | None:
-    """The log-record prefix before a traceback header (see _RECORD_PREFIX_END), as a pattern of its shape,
-    and whether its level is below error; None when the header has no such prefix (CPython's own, IPython's
-    `ValueError    Traceback`, rich's box)."""
-    prefix = text[: text.find(_TRACEBACK)]
+def _record_prefix(prefix: str) -> tuple[re.Pattern[str], bool] | None:
+    """`prefix`, what precedes a traceback header, as a log-record prefix (see _RECORD_PREFIX_END): a pattern
+    of its shape, and whether its level is below error; None when it is no such prefix (CPython's own header,
+    IPython's `ValueError    Traceback`, rich's box)."""
     if (
         not prefix.strip()
         or len(prefix) > MAX_PREFIX_CHARS
@@ -483,8 +482,8 @@ class LogAnalyzer:
                 self._tracebacks[stream] = False
                 mark = self._survival_marks.pop(stream, None)
                 self._headerless.discard(stream)
-                prefix = _record_prefix(norm.text)
                 at = norm.text.find(_TRACEBACK)
+                prefix = _record_prefix(norm.text[:at])
                 indent = norm.text[:at] if at > 0 else ""
                 if prefix is not None:
                     self._tb_prefix[stream] = prefix[0]
