@@ -521,9 +521,13 @@ class LocalSlurmCluster:
 
     # -- fault injection -----------------------------------------------------------------------
 
-    def _kill_steps(self, node: str) -> list[int]:
+    def _step_processes(self, node: str) -> list[int]:
+        """The node's slurmstepd processes and, before them, their tasks."""
         stepds = [p for p in pids_listening_under(self.node_spool(node)) if comm(p) == "slurmstepd"]
-        victims = [d for p in stepds for d in descendants(p)] + stepds
+        return [d for p in stepds for d in descendants(p)] + stepds
+
+    def _kill_steps(self, node: str) -> list[int]:
+        victims = self._step_processes(node)
         signal_pids(victims, signal.SIGKILL)
         wait_dead(victims, 5.0)
         return victims
@@ -538,8 +542,7 @@ class LocalSlurmCluster:
         """
         self._check_node(node)
         pid = self._slurmd_pid(node)
-        stepds = [p for p in pids_listening_under(self.node_spool(node)) if comm(p) == "slurmstepd"]
-        victims = ([pid] if pid is not None else []) + stepds + [d for p in stepds for d in descendants(p)]
+        victims = ([pid] if pid is not None else []) + self._step_processes(node)
         signal_pids(victims, signal.SIGSTOP)
         signal_pids(victims, signal.SIGKILL)
         wait_dead(victims, 5.0)
