@@ -186,6 +186,76 @@ def _never_booted(decider: Finding, fatal: Sequence[Finding]) -> Finding | None:
     return None
 
 
+# Native crash attribution (docs/detection.md, "Native crash attribution: whose code crashed"): the frames
+# a crash report prints, innermost first, name the code that faulted. C runtime frames (the signal
+# trampoline, abort(), a memcpy handed a bad pointer) are passed over; the first other frame decides: a
+# system or installed library is the platform's (system_software), the user's own program or module is the
+# application's.
+_C_RUNTIME_FRAME = "native_frame_c_runtime"
+_CRASH_FRAMES = {
+    "native_frame_system_library": Attribution.SYSTEM_SOFTWARE,
+    "nccl_native_frame": Attribution.SYSTEM_SOFTWARE,
+    "native_frame_installed_object": Attribution.SYSTEM_SOFTWARE,
+    "native_frame_user_object": Attribution.APPLICATION,
+}
+# A machine check the kernel logged on the node: the crash is the hardware's.
+_MACHINE_CHECK = "kernel_machine_check_logged"
+# The kernel's own report (arch/x86/mm/fault.c show_signal_msg, arch/x86/kernel/traps.c show_signal, then
+# mm/memory.c print_vma_addr): `<comm>[<pid>]: segfault at <addr> ip <ip> sp <sp> error <n> in <object>[...]`.
+_KERNEL_CRASH = re.compile(
+    r"(?P<comm>[^\s\[\]:]+)\[\d+\]:? (?:segfault at [0-9a-f]+|trap [a-z ]+|general protection fault) "
+    r"ip[ :]\S+ sp[ :]\S+ error[ :]\S+ in (?P<obj>[^\s\[]+)\["
+)
+_C_RUNTIME_OBJECT = re.compile(
+    r"^(libc|libpthread|libdl|librt|libm|libgcc_s|libstdc\+\+|ld-linux[\w-]*|ld)[.-]"
+)
+_SYSTEM_OBJECT = re.compile(
+    r"^(libnccl|librccl|libcuda|libcudart|libcublas|libcudnn|libnvidia-|libnvrtc|libcufft|libcusparse|libcurand"
+    r"|libcusolver|libnvshmem|libucs|libuct|libucp|libucm|libfabric|libibverbs|librdmacm|libmlx[45]|libefa|libmpi"
+    r"|libopen-pal|libopen-rte|libpmix|libpsm|libhwloc|libgdrapi|libgomp|libiomp5|libomp|libtbb|libtorch|libc10"
+    r"|libpython|libamdhip64|libhsa-runtime64|libtpu|libxla|libtensorflow|libpaddle)"
+)
+_INTERPRETER = re.compile(r"^(python[\d.]*m?|pypy[\d.]*|java|node|ruby|perl|bash|sh)$")
+
+
+def kernel_crash_object(line: str) -> Attribution | None:
+    """Whose code the kernel's segfault / trap line names: a C runtime or system library -> system_software;
+    the process's own executable (not an interpreter) -> application; anything else -> None (undecided)."""
+    m = _KERNEL_CRASH.search(line)
+    if m is None:
+        return None
+    comm, obj = m.group("comm"), m.group("obj")
+    if _C_RUNTIME_OBJECT.match(obj) or _SYSTEM_OBJECT.match(obj):
+        return Attribution.SYSTEM_SOFTWARE
+    # comm is the executable's name cut to 15 characters (TASK_COMM_LEN).
+    if obj[:15] == comm and not _INTERPRETER.match(comm):
+        return Attribution.APPLICATION
+    return None
+
+
+def native_crash_site(decider: Finding, findings: Sequence[Finding]) -> tuple[Attribution, str] | None:
+    """(attribution, why) for a native crash (category segfault) from what its report names, or None."""
+    if decider.category != Category.SEGFAULT:
+        return None
+    ordered = sorted(findings, key=order_key)
+    for f in ordered:
+        if f.pattern_id == _MACHINE_CHECK:
+            return Attribution.HARDWARE, f"the kernel logged a machine check on the node ({f.pattern_id})"
+    for f in ordered:
+        if f.pattern_id in _CRASH_FRAMES:
+            who = _CRASH_FRAMES[f.pattern_id]
+            place = (
+                "the user's own code" if who == Attribution.APPLICATION else "a system or installed library"
+            )
+            return who, f"the innermost frame past the C runtime is in {place} ({clip(f.line, 120)})"
+    for f in ordered:
+        named = kernel_crash_object(f.line) if f.category == Category.SEGFAULT else None
+        if named is not None:
+            place = "the program's own executable" if named == Attribution.APPLICATION else "a system library"
+            return named, f"the kernel's report names {place}"
+    return None
+
+
 def _watched(findings: Sequence[Finding], why: str) -> Verdict:
     fatal = sorted((f for f in findings if f.fatal), key=order_key)
     first = fatal[0] if fatal else None
@@ -267,6 +337,11 @@ def attribute(
         attribution = booted.attribution
         summary = f"{decider.category.value} ({attribution.value}) from {decider.pattern_id}{where}"
         summary += f"; the node never booted ({booted.pattern_id})"
+    site = native_crash_site(decider, findings) if booted is None else None
+    if site is not None:
+        attribution = site[0]
+        summary = f"{decider.category.value} ({attribution.value}) from {decider.pattern_id}{where}"
+        summary += f"; {site[1]}"
     mismatch = () if initiating else _mismatched_collectives(fatal)
     missing = None if initiating or mismatch else _missing_rank(fatal, world_size, layout)
     nodes = _implicated(decider, fatal, node_of_rank)

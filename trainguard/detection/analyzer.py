@@ -431,6 +431,9 @@ class LogAnalyzer:
                     del self._unconfirmed[:-MAX_FINDINGS_PER_KEY]
                 else:
                     self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
+            elif sig.evidence:
+                # Recorded for the rules, never deciding (attribution.rules.native_crash_site).
+                self._finding(m.signature, line, norm, line_no, offset, now, m.groups, out)
             return
         if (
             exception_line

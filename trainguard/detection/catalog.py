@@ -46,6 +46,9 @@ class Signature:
     # Only a failure when the main process's Python traceback follows shortly after (a worker's own
     # report of its death: the parent decides whether the job goes down with it).
     confirmed_by_traceback: bool = False
+    # A non-fatal entry whose line is kept as a non-fatal finding for the rules to read (a native crash's
+    # frames: whose code crashed); other non-fatal entries only keep their lines from the catch-alls.
+    evidence: bool = False
     examples: tuple[str, ...] = ()
     counter_examples: tuple[str, ...] = ()
     table: str = ""  # "xid": category, severity and id come from NVIDIA's Xid catalog per code
@@ -150,6 +153,9 @@ def _parse_entry(raw: Any, index: int) -> Signature:
     priority = int(raw.get("priority", PRIORITY_SPECIFIC))
     if priority not in (PRIORITY_GENERIC, PRIORITY_SPECIFIC, PRIORITY_PLATFORM):
         raise CatalogError(f"signature {sig_id}: priority must be 1, 2 or 3")
+    evidence = bool(raw.get("evidence", False))
+    if evidence and bool(raw.get("fatal", True)):
+        raise CatalogError(f"signature {sig_id}: evidence entries must be fatal: false")
     return Signature(
         id=sig_id,
         pattern=pattern,
@@ -162,6 +168,7 @@ def _parse_entry(raw: Any, index: int) -> Signature:
         priority=priority,
         requires_traceback=bool(raw.get("requires_traceback", False)),
         confirmed_by_traceback=bool(raw.get("confirmed_by_traceback", False)),
+        evidence=evidence,
         examples=tuple(str(e) for e in raw.get("examples", ()) or ()),
         counter_examples=tuple(str(e) for e in raw.get("counter_examples", ()) or ()),
         table=str(raw.get("table", "") or ""),
