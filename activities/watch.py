@@ -18,6 +18,7 @@ from temporalio import activity
 
 from activities.snapshot_cache import SnapshotCache
 from trainguard import contracts as c
+from trainguard.attribution.rules import NATIVE_CRASH_EVIDENCE
 from trainguard.checkpoint_dir import allowed_dir, filesystem_space, newest_checkpoint
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.collectives import allocation_layout
@@ -68,6 +69,11 @@ PEER_LOSS_PATTERNS = frozenset({"gloo_peer_lost", "nccl_remote_error"})
 RUNNING_GRACE_S = 45.0
 CHECKPOINT_FS_FULL = "checkpoint_fs_full"
 MAX_CONTEXT = 20
+# Findings a watch hands its workflow (they enter its history); of them at most EVIDENCE_KEPT non-fatal
+# native-crash evidence findings, which never take the last EVIDENCE_RESERVE places from fatal ones.
+MAX_FINDINGS = 50
+EVIDENCE_KEPT = 6
+EVIDENCE_RESERVE = 10
 SourceFactory = Callable[[JobSnapshot, str], LogSource]
 
 
@@ -469,15 +475,22 @@ class JobWatcher:
     @staticmethod
     def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:
         relevant = [f for f in found if f.fatal or f.category.value == "straggler"]
-        if not relevant:
-            return
-        if state.first_signal_at is None:
+        # A native crash's frames and a logged machine check say whose code crashed (attribution.rules.
+        # native_crash_site); they decide nothing, so they never start the settle window, they are kept only
+        # once a failure signal exists, and at most EVIDENCE_KEPT of them, leaving room for fatal findings.
+        evidence = [f for f in found if not f.fatal and f.pattern_id in NATIVE_CRASH_EVIDENCE]
+        if relevant and state.first_signal_at is None:
             state.first_signal_at = now
             state.settle_until = now + settle_s
         # bounded: the findings enter workflow history
-        room = 50 - len(state.findings)
-        if room > 0:
+        room = MAX_FINDINGS - len(state.findings)
+        if relevant and room > 0:
             state.findings.extend(relevant[:room])
+        if evidence and state.first_signal_at is not None:
+            kept = sum(1 for f in state.findings if f.pattern_id in NATIVE_CRASH_EVIDENCE)
+            room = min(EVIDENCE_KEPT - kept, MAX_FINDINGS - EVIDENCE_RESERVE - len(state.findings))
+            if room > 0:
+                state.findings.extend(evidence[:room])
 
 
 def _requeued_by_slurm(job: JobSnapshot, prev: JobSnapshot, phase: c.Phase) -> bool:

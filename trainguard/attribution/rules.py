@@ -215,6 +215,9 @@ _SYSTEM_OBJECT = re.compile(
     r"|libopen-pal|libopen-rte|libpmix|libpsm|libhwloc|libgdrapi|libgomp|libiomp5|libomp|libtbb|libtorch|libc10"
     r"|libpython|libamdhip64|libhsa-runtime64|libtpu|libxla|libtensorflow|libpaddle)"
 )
+# The non-fatal findings native_crash_site reads: the live watch keeps them beside the fatal ones it collects
+# (activities/watch.py), so a watched job's crash is attributed as `trainguard classify` attributes its log.
+NATIVE_CRASH_EVIDENCE = frozenset({_C_RUNTIME_FRAME, _MACHINE_CHECK, *_CRASH_FRAMES})
 _INTERPRETER = re.compile(r"^(python[\d.]*m?|pypy[\d.]*|java|node|ruby|perl|bash|sh)$")
 
 
