@@ -218,6 +218,14 @@ ROUND19B_FIRST_PUBLIC, ROUND19B_LAST_PUBLIC = 880, 909
 HELDOUT_R19A_NEW_FLOOR_FATAL = 0.75
 HELDOUT_R19A_NEW_FLOOR_CATEGORY, HELDOUT_R19A_NEW_FLOOR_ATTRIBUTION = 0.68, 0.68
 HELDOUT_R19B_NEW_FLOOR = 0.66
+# The measure of round 20b: a random draw from training frameworks' trackers (PyTorch distributed/elastic,
+# torchtitan, DeepSpeed, Megatron-Bridge, NeMo Automodel, llm-foundry, transformers, accelerate, JAX,
+# JAX-Toolbox, gpt-neox; pub940-pub969, 16 used), split and committed (5d76af4) before the classifier was run
+# on them. Blind, with the code of that time (main 569eae1): 83.3 / 66.7 / 66.7 % of 6 held-out excerpts, none
+# healthy called fatal; the round made no generalisation, so the floors are the blind measure.
+ROUND20B_FIRST_PUBLIC, ROUND20B_LAST_PUBLIC = 940, 969
+HELDOUT_R20B_NEW_FLOOR_FATAL = 0.83
+HELDOUT_R20B_NEW_FLOOR_CATEGORY, HELDOUT_R20B_NEW_FLOOR_ATTRIBUTION = 0.66, 0.66
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -237,7 +245,7 @@ KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564", "pub76
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 916
+    assert len(own) >= 932
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -245,9 +253,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 192
+    assert sum(1 for s in own if not s.fatal) >= 195
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 467
+    assert len({s.repo for s in own}) >= 470
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -535,6 +543,15 @@ def test_round19_new_heldout_excerpts_hold_their_blind_floors() -> None:
     assert b.total >= 6
     assert b.healthy_classified_fatal == []
     assert min(b.fatal_accuracy, b.category_accuracy, b.attribution_accuracy) >= HELDOUT_R19B_NEW_FLOOR
+
+
+def test_round20b_new_heldout_excerpts_hold_their_blind_floors() -> None:
+    new = _heldout_between(ROUND20B_FIRST_PUBLIC, ROUND20B_LAST_PUBLIC)
+    assert new.total >= 6
+    assert new.healthy_classified_fatal == []
+    assert new.fatal_accuracy >= HELDOUT_R20B_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R20B_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R20B_NEW_FLOOR_ATTRIBUTION
 
 
 def test_known_heldout_false_positives_are_still_wrong() -> None:
