@@ -97,11 +97,18 @@ def _implicated(
     fatal: Sequence[Finding],
     node_of_rank: Callable[[int], str | None] | None,
 ) -> tuple[str, ...]:
+    # An application bug implicates no node, whatever its category (a NCCL usage error, the user's container
+    # image): it fails the same wherever it runs.
+    if decider.attribution == Attribution.APPLICATION:
+        return ()
     if decider.attribution not in (Attribution.HARDWARE, Attribution.SYSTEM_SOFTWARE) and (
         decider.category not in _NODE_CATEGORIES
     ):
         return ()
-    nodes: dict[str, None] = dict.fromkeys(_nodes_of(decider, node_of_rank))
+    # A cascade is printed where the symptom was seen, by a survivor (a watchdog timeout, `taking the entire
+    # process down`): the host on its line is the survivor's, so a cascade decides no node, even when it
+    # alone decides the category (a rank PyTorch names as missing is decided in _missing_rank instead).
+    nodes: dict[str, None] = {} if decider.cascade else dict.fromkeys(_nodes_of(decider, node_of_rank))
     for f in sorted(fatal, key=order_key):
         if f.category == decider.category and not f.cascade:
             nodes.update(dict.fromkeys(_nodes_of(f, node_of_rank)))

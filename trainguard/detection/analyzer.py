@@ -40,11 +40,14 @@ _TRACEBACK = "Traceback (most recent call last)"
 _ROOT_CAUSE = "Root Cause (first observed failure)"
 _ANSI = "\x1b["  # a coloured line may split a keyword: such lines are matched after normalising
 # The batch system's own record of the host a job runs on: a PBS/Torque mail's `Exec host:  gpu-2-17/5`,
-# Slurm's `NodeList=c014` (slurmctld's `sched: Allocate`, `scontrol show job`). Only a single host counts.
-_EXEC_HOST_KEYWORDS = ("Exec host:", "NodeList=")
+# Slurm's `NodeList=c014` (slurmctld's `sched: Allocate`, `scontrol show job`), `kubectl describe pod`'s
+# `Node:  <node>/<host IP>` (kubernetes/kubectl pkg/describe/describe.go, describePod:
+# `w.Write(LEVEL_0, "Node:\t%s\n", pod.Spec.NodeName+"/"+pod.Status.HostIP)`). Only a single host counts.
+_EXEC_HOST_KEYWORDS = ("Exec host:", "NodeList=", "Node:")
 _EXEC_HOST = re.compile(
     r"^\s*Exec host:\s+(?P<host>[A-Za-z0-9_.-]+)(?:/[0-9]+)?\s*$"
     r"|\bNodeList=(?P<host2>[A-Za-z0-9_.-]+)(?:\s|$)"
+    r"|^Node:\s+(?P<host3>[A-Za-z0-9_.-]+)/[0-9A-Fa-f.:]*\s*$"
 )
 MAX_EXEC_HOSTS = 2  # two different hosts: the record no longer names the job's one host
 MISSING_RANK_PATTERN = "collective_missing_rank"
@@ -403,10 +406,11 @@ class LogAnalyzer:
             self._root_cause_host = None
             self._root_cause_rank = None
         elif self._root_cause_until >= line_no:
-            h = _ROOT_HOST.match(line)
+            # The block as printed, or behind a launcher's or collector's prefix (`[default0]:`, `node1: `).
+            h = _ROOT_HOST.match(line) or _ROOT_HOST.match(norm.text)
             if h and valid_node_name(h.group("host")):
                 self._root_cause_host = h.group("host")
-            r = _ROOT_RANK.match(line)
+            r = _ROOT_RANK.match(line) or _ROOT_RANK.match(norm.text)
             if r:
                 self._root_cause_rank = int(r.group("rank"))
         self._exec_host_line(norm.text)
@@ -452,7 +456,7 @@ class LogAnalyzer:
         if len(self._exec_hosts) >= MAX_EXEC_HOSTS or not any(k in text for k in _EXEC_HOST_KEYWORDS):
             return
         m = _EXEC_HOST.search(text)
-        host = (m.group("host") or m.group("host2")) if m else None
+        host = (m.group("host") or m.group("host2") or m.group("host3")) if m else None
         if host and valid_node_name(host) and host not in self._exec_hosts:
             self._exec_hosts.append(host)
 

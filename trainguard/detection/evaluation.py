@@ -18,6 +18,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from trainguard.detection.classify import ClassifyResult, classify_text
+from trainguard.detection.normalize import same_host
 
 DEFAULT_CORPUS_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "corpus"
 SHARED_SAMPLE_NAMES = ("shared/corpus/public-sample.jsonl",)
@@ -104,9 +105,10 @@ class Outcome:
 
     @property
     def nodes_ok(self) -> bool:
-        """A labelled implicated host is among the verdict's nodes (only meaningful when labelled)."""
-        got = {n.lower() for n in self.result.nodes}
-        return any(n.lower() in got for n in self.sample.nodes)
+        """A labelled implicated host is among the verdict's nodes (only meaningful when labelled). A host
+        counts by full or short name, as the policy matches it to Slurm's names (`normalize.match_node`):
+        torchelastic's `host :` line is socket.getfqdn(), a label may be the short name."""
+        return any(same_host(n, got) for n in self.sample.nodes for got in self.result.nodes)
 
 
 @dataclass

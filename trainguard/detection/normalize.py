@@ -19,10 +19,17 @@ _HOST = r"[A-Za-z][A-Za-z0-9_.-]{0,62}"
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _ISO_STAMP = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
-# syslog / journald short, short-precise, short-iso, short-iso-precise: `<stamp> <host> <tag>[pid]: `
+# syslog / journald short, short-precise, short-iso, short-iso-precise: `<stamp> <host> <tag>[pid]: `. The
+# host field is gethostname() (or the sender's address when a relay cannot resolve it), so it may begin with a
+# digit (`10-192-80-132`); an address or a number there is stripped but kept as no host.
 _SYSLOG = re.compile(
     rf"^(?:<\d{{1,3}}>)?(?:{_MONTH} +\d{{1,2}} \d\d:\d\d:\d\d(?:\.\d+)?|{_ISO_STAMP}) "
-    rf"(?P<host>{_HOST}) (?P<tag>[A-Za-z0-9_./@-]{{1,64}})(?:\[\d+\])?: "
+    rf"(?P<host>[A-Za-z0-9][A-Za-z0-9_.:-]{{0,62}}) (?P<tag>[A-Za-z0-9_./@-]{{1,64}})(?:\[\d+\])?: "
+)
+# A name that begins with a digit but is no host: a number, a dotted address or version, an IPv6 address, a
+# date.
+_NOT_A_NAME = re.compile(
+    r"^[0-9]+(?:\.[0-9]+)*\.?$|^[0-9]{4}-[0-9]{2}-[0-9]{2}|^[0-9A-Fa-f]*:[0-9A-Fa-f:.]*$"
 )
 # dmesg (`[12345.678901] `), dmesg -T (`[Mon Nov 30 12:00:00 2026] `), and a bare ISO stamp.
 _KERNEL_STAMP = re.compile(
@@ -111,6 +118,19 @@ def plausible_host(token: str) -> bool:
     return any(ch.isdigit() for ch in token) or ("-" in token and "_" not in token)
 
 
+def numeric_name(token: str) -> bool:
+    """`token` begins with a digit and is a number, an address or a date rather than a host name
+    (`10.0.0.1`, `2.14.3`, `fe80::1`, `2023-06-15`); `10-192-80-132` is a name."""
+    return bool(token) and (token[0].isdigit() or ":" in token) and bool(_NOT_A_NAME.match(token))
+
+
+def program_word(token: str) -> bool:
+    """A program, level or library name that prints `word: ` where a host prefix could stand (`NVRM: Xid`,
+    `kernel: `, `python3: `): never a host, whatever pattern found it."""
+    low = token.lower()
+    return low in _NOT_HOSTS or low in _LIBRARY_PREFIXES or bool(_INTERPRETER.fullmatch(low))
+
+
 def normalize(line: str) -> Normalized:
     clean = (ANSI.sub("", line) if "\x1b" in line else line).rstrip("\r")
     text = clean
@@ -120,7 +140,8 @@ def normalize(line: str) -> Normalized:
     for _ in range(MAX_LAYERS):
         m = _SYSLOG.match(text)
         if m and m.group("host").lower() not in _NOT_HOSTS:
-            host = host or m.group("host")
+            if not numeric_name(m.group("host")):
+                host = host or m.group("host")
             text = text[m.end() :]
             continue
         m = _KERNEL_STAMP.match(text)
@@ -171,8 +192,19 @@ def normalize(line: str) -> Normalized:
     return Normalized(text=text, host=host, rank=rank, local_rank=local_rank, prefix=prefix)
 
 
+_IPV4 = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}")
+
+
 def short_name(node: str) -> str:
-    return node.split(".", 1)[0].lower()
+    """The host's first DNS label (`node2.cluster.local` -> `node2`); an IPv4 address is kept whole, as
+    its first byte names no host."""
+    low = node.lower()
+    return low if _IPV4.fullmatch(low) else low.split(".", 1)[0]
+
+
+def same_host(a: str, b: str) -> bool:
+    """`a` and `b` name the same host: equal, or the same short name (FQDN vs short name)."""
+    return a.lower() == b.lower() or short_name(a) == short_name(b)
 
 
 def match_node(name: str, nodes: tuple[str, ...] | list[str]) -> str | None:
