@@ -5,16 +5,17 @@ Each fatal entry the day's passes added or extended was checked against the prin
 matched text printed only where the job (or its step) ends, or also where the program goes on? Where it is
 also printed on a path the job survives, the entry was narrowed, recorded (`fatal: false`) or made generic
 (priority 1). Every look-alike in this file reads differently on main before the review (c4376fb): the lines
-in SURVIVED read FATAL there (through nccl_ib_setup_call_failed, loader_symbol_version_not_found or
-loader_shared_library_failed), and each PROBE_THEN_FAILURE excerpt read as its probe (interconnect or
-python_exception) instead of the failure that followed it.
+in SURVIVED read FATAL there (through nccl_ib_setup_call_failed, loader_symbol_version_not_found,
+loader_shared_library_failed or slurm_node_gres_count_low), and each PROBE_THEN_FAILURE excerpt read as its
+probe (interconnect or python_exception) instead of the failure that followed it.
 
 Sources: NVIDIA/nccl 48bb7fec src/transport/net_ib.cc (ncclIbInit passes over a device it cannot open or
 query, and ignores ibv_fork_init's result) and src/misc/ibvwrap.cc (the `Call to ibv_* failed` WARNs);
 bminor/glibc 04277e02 elf/dl-error-skeleton.c and elf/rtld.c (the loader's start-up failures, printed for
 any program); open-mpi/ompi 7e8fab20 ompi/mca/pml/ucx/pml_ucx.c (mca_pml_ucx_open returns OMPI_ERROR when
 ucp_init fails, and MPI goes on with another PML); CPython Lib/runpy.py and bash builtins/exec.def (a probe's
-`python -m X` or a helper's exec ends only that process).
+`python -m X` or a helper's exec ends only that process); SchedMD/slurm src/slurmctld/node_mgr.c
+(validate_node_specs drains a node that registers fewer GPUs; it kills no running job).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from trainguard.detection.catalog import load_catalog
 from trainguard.detection.classify import classify_text
 
 ADDED = ("nccl_ib_device_probe_failed", "loader_helper_program_failed")
-RECORDED = ADDED
+RECORDED = (*ADDED, "slurm_node_gres_count_low")
 NARROWED = ("nccl_ib_setup_call_failed",)
 GENERIC = ("python_m_module_not_found", "shell_exec_builtin_failed", "ucx_no_usable_transports")
 
@@ -56,6 +57,15 @@ SURVIVED = [
     "(required by /usr/bin/lua)",
     "curl: error while loading shared libraries: libssl.so.3: cannot open shared object file: "
     "No such file or directory",
+]
+
+# src/slurmctld/node_mgr.c validate_node_specs drains an INVAL node (running jobs go on), and `sinfo -R` /
+# scontrol print the same reason for any drained node of the partition: recorded, FATAL (hardware) on main.
+SURVIVED += [
+    "gres/gpu count reported lower than configured (7 < 8)  slurm     2024-01-01T10:00:00 gpu-[07-08]",
+    "   Reason=gres/gpu count too low (6 < 8) [slurm@2024-01-01T10:00:00]",
+    "[2024-01-01T10:00:00.000] error: Setting node gpu-07 state to INVAL with reason:gres/gpu count reported "
+    "lower than configured (7 < 8)",
 ]
 
 # A probe or fall-back the job goes on after, then the failure that really ended it: the failure decides.
@@ -160,6 +170,6 @@ def test_review_entries_are_deliberate() -> None:
         assert sig is not None and sig.priority == 1, sig_id
 
 
-@pytest.mark.parametrize("sig_id", ADDED + NARROWED + GENERIC)
+@pytest.mark.parametrize("sig_id", RECORDED + NARROWED + GENERIC)
 def test_reviewed_entries_name_their_source(sig_id: str) -> None:
     assert_names_source(sig_id)
