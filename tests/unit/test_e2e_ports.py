@@ -10,7 +10,14 @@ port there can be found in use by chance. This test fails when someone adds a po
 from __future__ import annotations
 
 from bench import latency
-from tests.e2e import conftest, crash_stack, test_slurm_lab, test_slurmrestd, test_ssh_runner
+from tests.e2e import (
+    conftest,
+    crash_stack,
+    test_healthy_real_logs,
+    test_slurm_lab,
+    test_slurmrestd,
+    test_ssh_runner,
+)
 from tests.e2e.stack import PORT_OFFSET, PROMETHEUS_PORT, XDIST_PORT_STRIDE
 from trainguard.quickstart import Layout
 
@@ -35,6 +42,9 @@ def port_ranges() -> dict[str, range]:
         "ssh sshd": ports(test_ssh_runner.SSH_PORT),
         "ssh slurm": ports(ssh, 264 + 2),
         "e2e prometheus": ports(PROMETHEUS_PORT),
+        # healthy real logs: 22.05 at the base, 24.11 at +40 (2 slurmd each)
+        "healthy ctld": ports(test_healthy_real_logs.CTLD_PORT, 40 + 1),
+        "healthy slurmd": ports(test_healthy_real_logs.NODE_PORT_BASE, 40 + 2),
     }
     for version, (ctld, nodes) in conftest.SLURM_PORTS.items():
         ranges[f"e2e {version}"] = range(ctld, ctld + 1)
