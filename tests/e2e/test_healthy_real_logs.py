@@ -50,8 +50,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.real_logs import require_torch, stream
 from tests.e2e.stack import PORT_OFFSET, free_port
-from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.classify import classify_text
 from trainguard.localstack.slurm import LocalSlurmCluster
 
@@ -80,28 +80,13 @@ VERBOSE: dict[str, str] = {
 }
 
 
-def _require_torch() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError as err:  # a missing component fails the test, never skips it
-        raise AssertionError(
-            "torch is not installed: pip install -e '.[torch]' (scripts/bootstrap.sh with "
-            "TRAINGUARD_EXTRAS=dev,torch, as scripts/test.sh does)"
-        ) from err
-
-
 def assert_healthy(name: str, text: str) -> int:
     """The log reads healthy, statically and streamed; returns its number of lines."""
     result = classify_text(text)
     assert not result.fatal and result.category == "healthy", (
         f"{name}: a healthy real log read {result.category} ({result.pattern_ids}): {result.evidence}"
     )
-    analyzer = LogAnalyzer()
-    data = text.encode("utf-8", errors="replace")
-    findings = []
-    for i in range(0, len(data), 4096):
-        findings += analyzer.feed(data[i : i + 4096], now=float(i // 4096))
-    findings += analyzer.flush(now=float(len(data) // 4096 + 1))
+    findings, _ = stream(text)
     fatal = [(f.pattern_id, f.line) for f in findings if f.fatal]
     assert not fatal, f"{name}: the streaming analyzer found fatal lines in a healthy real log: {fatal}"
     lines = len(text.splitlines())
@@ -140,7 +125,7 @@ def _torchrun(*args: str) -> list[str]:
 def test_torchrun_standalone_ddp_with_debug_logging_reads_healthy(tmp_path: Path) -> None:
     """4 ranks under one agent, DDP; `--tee 3` prefixes every worker line `[default<N>]:` on the console
     and also writes each worker's stdout / stderr to its own file under --log-dir (read here too)."""
-    _require_torch()
+    require_torch()
     env = {**VERBOSE, "HEALTHY_CKPT_DIR": str(tmp_path / "ckpt"), "HEALTHY_DCP": "0"}
     del env["OMP_NUM_THREADS"]  # so the agent prints its warning about it, as it does for most users
     logs = tmp_path / "logs"
@@ -170,7 +155,7 @@ def test_torchrun_standalone_ddp_with_debug_logging_reads_healthy(tmp_path: Path
 def test_two_torchrun_agents_c10d_rendezvous_detail_and_dcp_read_healthy(tmp_path: Path) -> None:
     """Two agents (two "nodes", one rank each) meet at a c10d rendezvous; collectives are checked by
     TORCH_DISTRIBUTED_DEBUG=DETAIL's wrapper; the checkpoint is also saved and loaded with DCP."""
-    _require_torch()
+    require_torch()
     port = free_port()
     common = (
         "--nnodes=2",
@@ -240,7 +225,7 @@ def test_sbatch_job_with_verbose_srun_steps_reads_healthy(slurm: LocalSlurmClust
     srun -l -v (2 ranks on 2 nodes; 24.11's root filesystem has no Python with torch)."""
     torch_step = slurm.rootfs is None
     if torch_step:
-        _require_torch()
+        require_torch()
     tmp_path.chmod(0o755)
     out = tmp_path / "healthy-%j.out"
     script = tmp_path / "healthy.sbatch"

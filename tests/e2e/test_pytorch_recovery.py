@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.real_logs import require_torch
 from tests.e2e.stack import NODE_LOGS, PORT_OFFSET, PROMETHEUS_PORT, REPO, Stack, SubmittedJob
 from trainguard.gpumetrics.sim_exporter import GpuFleet, SimExporter
 from trainguard.localstack.prometheus import LocalPrometheus
@@ -35,16 +36,6 @@ from trainguard.slurm.hostlist import expand_hostlist
 SBATCH = REPO / "examples" / "ddp_train.sbatch"
 SCRIPT = REPO / "examples" / "ddp_train.py"
 STEP_S = 0.2
-
-
-def _torch_importable() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError as err:  # a missing component fails the test, never skips it
-        raise AssertionError(
-            "torch is not installed: pip install -e '.[torch]' (scripts/bootstrap.sh with "
-            "TRAINGUARD_EXTRAS=dev,torch, as scripts/test.sh does)"
-        ) from err
 
 
 def comment(mode: str, **extra: str) -> str:
@@ -94,7 +85,7 @@ def submit_ddp(
 ) -> DdpJob:
     """`ckpt_fs_bytes`: the checkpoint directory is a tmpfs of that size (unmount it with
     `unmount_ckpt_fs`), named in the opt-in comment so the watch reads it."""
-    _torch_importable()
+    require_torch()
     workdir = stack.workdir / f"ddp-{len(stack.jobs)}-{int(time.time() * 1000)}"
     workdir.mkdir(parents=True)
     extra: dict[str, str] = {}

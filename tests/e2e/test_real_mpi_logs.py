@@ -37,8 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from trainguard.attribution.rules import attribute
-from trainguard.detection.analyzer import LogAnalyzer
+from tests.e2e.real_logs import stream
 from trainguard.detection.classify import classify_text
 
 pytestmark = [pytest.mark.e2e]
@@ -112,13 +111,7 @@ def run(argv: list[str], **env: str) -> tuple[int, str]:
 
 def streamed(text: str) -> tuple[list[tuple[str, bool]], tuple[bool, str, str]]:
     """The LogAnalyzer fed 4 KiB chunks, as the watch reads a growing file: its findings and their verdict."""
-    analyzer = LogAnalyzer()
-    data = text.encode("utf-8", errors="replace")
-    findings = []
-    for i in range(0, len(data), 4096):
-        findings += analyzer.feed(data[i : i + 4096], now=float(i // 4096))
-    findings += analyzer.flush(now=float(len(data) // 4096 + 1))
-    verdict = attribute(findings, node_of_rank=analyzer.rank_host, world_size=analyzer.world_size)
+    findings, verdict = stream(text)
     return [(f.pattern_id, f.fatal) for f in findings], (
         verdict.fatal,
         verdict.category.value,

@@ -36,8 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from trainguard.attribution.rules import attribute
-from trainguard.detection.analyzer import LogAnalyzer
+from tests.e2e.real_logs import require_torch, stream
 from trainguard.detection.classify import classify_text
 
 pytestmark = [pytest.mark.e2e]
@@ -77,16 +76,6 @@ FAULTS = [
     Fault("enospc", "storage_io", "infrastructure"),
     Fault("truncated", "storage_io", "application"),
 ]
-
-
-def _require_torch() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError as err:  # a missing component fails the test, never skips it
-        raise AssertionError(
-            "torch is not installed: pip install -e '.[torch]' (scripts/bootstrap.sh with "
-            "TRAINGUARD_EXTRAS=dev,torch, as scripts/test.sh does)"
-        ) from err
 
 
 CONCURRENT_RUNS = 3
@@ -138,20 +127,14 @@ def read(text: str) -> tuple[tuple[str, str, bool], tuple[str, str, bool], list[
     """(category, attribution, fatal) from classify_text and from the streaming analyzer, and the
     pattern ids classify_text saw."""
     static = classify_text(text)
-    analyzer = LogAnalyzer()
-    data = text.encode("utf-8", errors="replace")
-    findings = []
-    for i in range(0, len(data), 4096):
-        findings += analyzer.feed(data[i : i + 4096], now=float(i // 4096))
-    findings += analyzer.flush(now=float(len(data) // 4096 + 1))
-    verdict = attribute(findings)
+    findings, verdict = stream(text)
     streamed = (verdict.category.value, verdict.attribution.value, any(f.fatal for f in findings))
     return (static.category, static.attribution, static.fatal), streamed, list(static.pattern_ids)
 
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str] | BaseException]:
-    _require_torch()
+    require_torch()
     base = tmp_path_factory.mktemp("faults")
 
     # A few at a time: ten runs at once (thirty processes importing torch) starve whatever else the suite
