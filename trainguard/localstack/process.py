@@ -29,6 +29,7 @@ class BackgroundProcess:
         self.marker = marker or Path(self.argv[0]).name
         self.pid_file = self.base_dir / f"{name}.pid"
         self.log_file = self.base_dir / f"{name}.log"
+        self._proc: subprocess.Popen[bytes] | None = None
 
     def pid(self) -> int | None:
         try:
@@ -55,8 +56,23 @@ class BackgroundProcess:
                 env={**os.environ, **self.env},
                 start_new_session=True,
             )
+        self._proc = proc
         self.pid_file.write_text(str(proc.pid))
         return proc.pid
+
+    def exit_status(self) -> str:
+        """How the process this object started ended (`exit status 1`, `killed by SIGKILL`), for an error
+        message when a daemon exits without logging why; empty while it runs or when another object started
+        it."""
+        code = self._proc.poll() if self._proc is not None else None
+        if code is None:
+            return ""
+        if code >= 0:
+            return f"exit status {code}"
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
 
     def stop(self, timeout: float = 10.0, sig: int = signal.SIGTERM) -> None:
         pid = self.pid()

@@ -629,7 +629,8 @@ class LocalSlurmCluster:
 
     def _rest_answers(self, url: str, user: str, token: str) -> bool:
         if self._rest.pid() is None:
-            raise LabError(f"slurmrestd exited; see {self._rest.log_file}")
+            how = self._rest.exit_status() or "how is not known"
+            raise LabError(f"slurmrestd exited ({how}); see {self._rest.log_file}")
         with socket.socket() as sock:
             sock.settimeout(1.0)
             if sock.connect_ex(("127.0.0.1", int(self.rest_port or 0))) != 0:
