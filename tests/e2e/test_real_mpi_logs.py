@@ -231,8 +231,13 @@ def _kill_rank_from_outside(rank: int, sig: signal.Signals) -> tuple[int, str]:
 
 
 def test_rank_sigkilled_from_outside() -> None:
-    """`exited on signal 9 (Killed)` with no OOM evidence: signal_kill / unknown."""
-    rc, text = _kill_rank_from_outside(2, signal.SIGKILL)
+    """`exited on signal 9 (Killed)` with no OOM evidence: signal_kill / unknown. In one CI run under load
+    mpirun reported that kill only as "1 process returned a non-zero exit code" (no signal named): that run
+    is not the fault this test reads, so it is run again, up to three times, until mpirun names the signal."""
+    for _ in range(3):
+        rc, text = _kill_rank_from_outside(2, signal.SIGKILL)
+        if "exited on signal 9 (Killed)" in text:
+            break
     assert rc == 137 and "rank 2 with PID" in text and "exited on signal 9 (Killed)" in text, (rc, text)
     assert_reads("rank 2 SIGKILL", text, SIGNAL, {"mpirun_exited_on_signal_kill"})
 
@@ -265,7 +270,12 @@ def test_rank_python_exception() -> None:
 
 
 def test_rank_calls_mpi_abort() -> None:
-    rc, text = run(mpirun("-x", "MPI_JOB_ABORT", PY, str(MPI_JOB)), MPI_JOB_ABORT="2")
+    """Run again (up to three times) when mpirun's event loop fails first (`... Bad file descriptor`, seen
+    under load) and the MPI_ABORT help text is never printed: that run is not the fault this test reads."""
+    for _ in range(3):
+        rc, text = run(mpirun("-x", "MPI_JOB_ABORT", PY, str(MPI_JOB)), MPI_JOB_ABORT="2")
+        if "MPI_ABORT was invoked on rank 2" in text:
+            break
     assert rc == 7 and "MPI_ABORT was invoked on rank 2" in text, (rc, text)
     assert_reads("rank 2 MPI_Abort", text, APP, {"mpi_abort_called"})
 
