@@ -3,6 +3,10 @@ test_pytorch_recovery): torch must be there, and a real log is read the way the 
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+
 from trainguard.attribution.rules import attribute
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.models import Finding, Verdict
@@ -19,6 +23,19 @@ def require_torch() -> None:
             "torch is not installed: pip install -e '.[torch]' (scripts/bootstrap.sh with "
             "TRAINGUARD_EXTRAS=dev,torch, as scripts/test.sh does)"
         ) from err
+
+
+def finish(proc: subprocess.Popen[bytes], timeout: float, what: str, head: bytes = b"") -> tuple[int, str]:
+    """(exit status, output) of a run started in its own session; one that outlives `timeout` is killed with
+    its whole process group and fails the test with what it printed (`head`: output already read from it)."""
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        text = (head + out).decode(errors="replace")
+        raise AssertionError(f"{what} did not end in {timeout:.0f} s:\n{text[-3000:]}") from None
+    return proc.returncode, (head + out).decode("utf-8", errors="replace")
 
 
 def stream(text: str) -> tuple[list[Finding], Verdict]:

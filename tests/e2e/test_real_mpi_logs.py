@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.real_logs import stream
+from tests.e2e.real_logs import finish, stream
 from trainguard.detection.classify import classify_text
 
 pytestmark = [pytest.mark.e2e]
@@ -93,20 +93,8 @@ def start(argv: list[str], **env: str) -> subprocess.Popen[bytes]:
     )
 
 
-def finish(proc: subprocess.Popen[bytes], head: bytes = b"") -> tuple[int, str]:
-    try:
-        out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(
-            f"mpirun did not end in {RUN_TIMEOUT_S:.0f} s:\n{out.decode(errors='replace')}"
-        ) from None
-    return proc.returncode, (head + out).decode("utf-8", errors="replace")
-
-
 def run(argv: list[str], **env: str) -> tuple[int, str]:
-    return finish(start(argv, **env))
+    return finish(start(argv, **env), RUN_TIMEOUT_S, "mpirun")
 
 
 def streamed(text: str) -> tuple[list[tuple[str, bool]], tuple[bool, str, str]]:
@@ -227,7 +215,7 @@ def _kill_rank_from_outside(rank: int, sig: signal.Signals) -> tuple[int, str]:
             os.kill(int(line.split()[-1]), sig)
             break
         assert line, head.decode()
-    return finish(proc, head)
+    return finish(proc, RUN_TIMEOUT_S, "mpirun", head)
 
 
 def test_rank_sigkilled_from_outside() -> None:
@@ -244,8 +232,13 @@ def test_rank_sigkilled_from_outside() -> None:
 
 def test_rank_sigtermed_from_outside() -> None:
     """`exited on signal 15 (Terminated)`: signal_kill / unknown, as srun's `Terminated` (read
-    python_exception before this change: mpirun's earlier `Primary job ...` wrapper decided)."""
-    rc, text = _kill_rank_from_outside(1, signal.SIGTERM)
+    python_exception before this change: mpirun's earlier `Primary job ...` wrapper decided). In one CI run
+    under load mpirun printed only that the job was aborted "per user-direction", naming no rank or signal:
+    that run is not the fault this test reads, so it is run again, up to three times."""
+    for _ in range(3):
+        rc, text = _kill_rank_from_outside(1, signal.SIGTERM)
+        if "exited on signal 15 (Terminated)" in text:
+            break
     assert rc == 143 and "exited on signal 15 (Terminated)" in text, (rc, text)
     assert_reads("rank 1 SIGTERM", text, SIGNAL, {"mpirun_rank_terminated"})
 
