@@ -518,7 +518,8 @@ async def crash_stack(
     temporal_dir = root / "temporal"
     for sub in ("jobs", "failpoints", "slurm/state", "temporal"):
         await asyncio.to_thread(_rmtree, root / sub)
-    (root / "worker.log").unlink(missing_ok=True)
+    for name in ("worker", *EXTRA_WORKERS):  # logs are appended to: one run's lines only
+        (root / f"{name}.log").unlink(missing_ok=True)
     root.mkdir(parents=True, exist_ok=True)
     await asyncio.to_thread(cluster.start)
     temporal = LocalTemporal(
