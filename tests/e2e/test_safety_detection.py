@@ -26,7 +26,9 @@ from trainguard.slurm.hostlist import expand_hostlist
 
 TOKEN = "e2e-safety-token"
 # Long enough to outlast the watcher's grace for a running job (activities/watch.py RUNNING_GRACE_S).
-LONG_RUN = {"TRAINSIM_ITERS": "900", "TRAINSIM_STEP_S": "0.1", "TRAINSIM_CKPT_EVERY": "50"}
+# 50 s of training: the lines are appended once it logs progress, and the advice comes within seconds of them
+# (the job runs on, untouched, to COMPLETED); 90 s made each of these tests ~100 s on both Slurm versions.
+LONG_RUN = {"TRAINSIM_ITERS": "500", "TRAINSIM_STEP_S": "0.1", "TRAINSIM_CKPT_EVERY": "50"}
 
 
 def comment(mode: str) -> str:
