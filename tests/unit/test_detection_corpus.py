@@ -315,6 +315,15 @@ def test_split_rule_is_deterministic_and_case_insensitive() -> None:
         == "bigscience-workshop/bigscience"
     )
     assert source_repo("https://github.com/microsoft/DeepSpeed/issues/1") == "deepspeedai/deepspeed"
+    # one project under its old and new owner is one split unit (else a thread could land on the other side)
+    for old, new in [
+        ("google/maxtext", "AI-Hypercomputer/maxtext"),
+        ("pytorch/torchtune", "meta-pytorch/torchtune"),
+        ("volcengine/verl", "verl-project/verl"),
+    ]:
+        assert source_repo(f"https://github.com/{old}/issues/1") == source_repo(
+            f"https://github.com/{new}/issues/2"
+        )
     assert source_repo("https://forums.developer.nvidia.com/t/some-thread/123?page=2") == (
         "forums.developer.nvidia.com/t/some-thread/123"
     )
@@ -597,6 +606,8 @@ def test_round21a_new_heldout_excerpts_hold_their_blind_floors() -> None:
     assert new.fatal_accuracy >= HELDOUT_R21A_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R21A_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R21A_NEW_FLOOR_ATTRIBUTION
+
+
 def test_round21b_new_heldout_excerpts_hold_their_blind_floors() -> None:
     new = _heldout_between(ROUND21B_FIRST_PUBLIC, ROUND21B_LAST_PUBLIC)
     assert new.total >= 19
