@@ -235,6 +235,24 @@ HELDOUT_R20A_NEW_FLOOR_CATEGORY, HELDOUT_R20A_NEW_FLOOR_ATTRIBUTION = 0.88, 0.70
 ROUND20B_FIRST_PUBLIC, ROUND20B_LAST_PUBLIC = 940, 969
 HELDOUT_R20B_NEW_FLOOR_FATAL = 0.83
 HELDOUT_R20B_NEW_FLOOR_CATEGORY, HELDOUT_R20B_NEW_FLOOR_ATTRIBUTION = 0.66, 0.66
+# The measure of round 21a: a random draw from the cluster/operations side of GPU training (Kubernetes GPU
+# stack, mpi-operator and the training operator, Ray Train, SkyPilot, Determined, nccl-tests, Horovod,
+# Flux, Cluster Toolkit, DeepOps; pub970-pub998), split and committed (5315ae6) before the classifier was
+# run on them, with the code of main b81e3f4. Blind: 87.5 / 87.5 / 75.0 % of 16 held-out excerpts (14, 14
+# and 12 right), none healthy called fatal; the round's generalisations came from its tuning misses only,
+# so the floors are the blind measure rounded down.
+ROUND21A_FIRST_PUBLIC, ROUND21A_LAST_PUBLIC = 970, 999
+HELDOUT_R21A_NEW_FLOOR_FATAL = 0.87
+HELDOUT_R21A_NEW_FLOOR_CATEGORY, HELDOUT_R21A_NEW_FLOOR_ATTRIBUTION = 0.87, 0.75
+# The measure of round 21b: a random draw from training frameworks' and libraries' trackers
+# (pytorch-lightning, ColossalAI, axolotl, unsloth, TRL, TransformerEngine, apex, OpenRLHF, LlamaFactory,
+# ms-swift, lm-evaluation-harness, MaxText, fairscale; pub1000-pub1029, 27 used), split and committed
+# (c7b6e6f) before the classifier was run on them, with the code of main b81e3f4. Blind: 89.5 / 78.9 /
+# 78.9 % of 19 held-out excerpts (17, 15 and 15 right), none healthy called fatal; the floors are the blind
+# measure rounded down.
+ROUND21B_FIRST_PUBLIC, ROUND21B_LAST_PUBLIC = 1000, 1029
+HELDOUT_R21B_NEW_FLOOR_FATAL = 0.89
+HELDOUT_R21B_NEW_FLOOR_CATEGORY, HELDOUT_R21B_NEW_FLOOR_ATTRIBUTION = 0.78, 0.78
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -254,7 +272,7 @@ KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564", "pub76
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 959
+    assert len(own) >= 1015
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -262,9 +280,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 198
+    assert sum(1 for s in own if not s.fatal) >= 204
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 475
+    assert len({s.repo for s in own}) >= 485
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -297,6 +315,15 @@ def test_split_rule_is_deterministic_and_case_insensitive() -> None:
         == "bigscience-workshop/bigscience"
     )
     assert source_repo("https://github.com/microsoft/DeepSpeed/issues/1") == "deepspeedai/deepspeed"
+    # one project under its old and new owner is one split unit (else a thread could land on the other side)
+    for old, new in [
+        ("google/maxtext", "AI-Hypercomputer/maxtext"),
+        ("pytorch/torchtune", "meta-pytorch/torchtune"),
+        ("volcengine/verl", "verl-project/verl"),
+    ]:
+        assert source_repo(f"https://github.com/{old}/issues/1") == source_repo(
+            f"https://github.com/{new}/issues/2"
+        )
     assert source_repo("https://forums.developer.nvidia.com/t/some-thread/123?page=2") == (
         "forums.developer.nvidia.com/t/some-thread/123"
     )
@@ -370,7 +397,7 @@ def test_round8_heldout_part_holds_its_floor() -> None:
 
 def test_whole_heldout_part_holds_its_floor() -> None:
     whole = _parts()[HELDOUT]
-    assert whole.total >= 408
+    assert whole.total >= 443
     called_fatal = {o.sample.id for o in whole.healthy_classified_fatal}
     unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
     assert not unexpected, unexpected
@@ -570,6 +597,36 @@ def test_round20b_new_heldout_excerpts_hold_their_blind_floors() -> None:
     assert new.fatal_accuracy >= HELDOUT_R20B_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R20B_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R20B_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round21a_new_heldout_excerpts_hold_their_blind_floors() -> None:
+    new = _heldout_between(ROUND21A_FIRST_PUBLIC, ROUND21A_LAST_PUBLIC)
+    assert new.total >= 16
+    assert new.healthy_classified_fatal == []
+    assert new.fatal_accuracy >= HELDOUT_R21A_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R21A_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R21A_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round21b_new_heldout_excerpts_hold_their_blind_floors() -> None:
+    new = _heldout_between(ROUND21B_FIRST_PUBLIC, ROUND21B_LAST_PUBLIC)
+    assert new.total >= 19
+    assert new.healthy_classified_fatal == []
+    assert new.fatal_accuracy >= HELDOUT_R21B_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R21B_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R21B_NEW_FLOOR_ATTRIBUTION
+
+
+def test_four_digit_public_ids_fall_in_their_own_round_only() -> None:
+    # Ids past pub999 are compared as numbers: "pub1000" sorts before "pub940" as text, which would put
+    # round 21b's excerpts inside every earlier round's "up to pubN" measure.
+    heldout = _parts()[HELDOUT]
+    r21b = {o.sample.id for o in _heldout_between(ROUND21B_FIRST_PUBLIC, ROUND21B_LAST_PUBLIC).outcomes}
+    assert "pub1000" in r21b
+    assert r21b.isdisjoint(o.sample.id for o in _heldout_up_to(heldout, ROUND20B_LAST_PUBLIC).outcomes)
+    assert r21b.isdisjoint(
+        o.sample.id for o in _heldout_between(ROUND20A_FIRST_PUBLIC, ROUND20B_LAST_PUBLIC).outcomes
+    )
 
 
 def test_known_heldout_false_positives_are_still_wrong() -> None:

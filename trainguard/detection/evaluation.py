@@ -36,6 +36,10 @@ _RENAMED = {
     "pytorchlightning/pytorch-lightning": "lightning-ai/pytorch-lightning",
     "lightning-ai/lightning": "lightning-ai/pytorch-lightning",
     "nvidia/nemo-megatron-launcher": "nvidia/nemo-framework-launcher",
+    # moved to new owners; the corpus files them under the new names, an old address must land there too
+    "google/maxtext": "ai-hypercomputer/maxtext",
+    "pytorch/torchtune": "meta-pytorch/torchtune",
+    "volcengine/verl": "verl-project/verl",
 }
 _GITHUB = re.compile(r"(?:https?://)?github\.com/([^/#?\s]+/[^/#?\s]+)")
 
