@@ -253,6 +253,14 @@ HELDOUT_R21A_NEW_FLOOR_CATEGORY, HELDOUT_R21A_NEW_FLOOR_ATTRIBUTION = 0.87, 0.75
 ROUND21B_FIRST_PUBLIC, ROUND21B_LAST_PUBLIC = 1000, 1029
 HELDOUT_R21B_NEW_FLOOR_FATAL = 0.89
 HELDOUT_R21B_NEW_FLOOR_CATEGORY, HELDOUT_R21B_NEW_FLOOR_ATTRIBUTION = 0.78, 0.78
+# The measure of round 22: a kind-chosen draw of healthy look-alikes (warnings, loss-scale skipped
+# steps, exit-time and deprecation notices, straggler and checkpoint warnings from runs that went on) with
+# three real failures shown beside them (pub1030-pub1059, 27 used), split and committed (f9f8ee5) before the
+# classifier was run on them, with the code of merge21 54a694a. Blind: 100.0 / 100.0 / 100.0 % of 15
+# held-out excerpts (all 15 healthy), none healthy called fatal; the floors are the blind measure.
+ROUND22_FIRST_PUBLIC, ROUND22_LAST_PUBLIC = 1030, 1059
+HELDOUT_R22_NEW_FLOOR_FATAL = 1.00
+HELDOUT_R22_NEW_FLOOR_CATEGORY, HELDOUT_R22_NEW_FLOOR_ATTRIBUTION = 1.00, 1.00
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -272,7 +280,7 @@ KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564", "pub76
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 1015
+    assert len(own) >= 1042
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -280,9 +288,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 204
+    assert sum(1 for s in own if not s.fatal) >= 228
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 485
+    assert len({s.repo for s in own}) >= 495
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -397,7 +405,7 @@ def test_round8_heldout_part_holds_its_floor() -> None:
 
 def test_whole_heldout_part_holds_its_floor() -> None:
     whole = _parts()[HELDOUT]
-    assert whole.total >= 443
+    assert whole.total >= 458
     called_fatal = {o.sample.id for o in whole.healthy_classified_fatal}
     unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
     assert not unexpected, unexpected
@@ -615,6 +623,17 @@ def test_round21b_new_heldout_excerpts_hold_their_blind_floors() -> None:
     assert new.fatal_accuracy >= HELDOUT_R21B_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R21B_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R21B_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round22_new_heldout_excerpts_hold_their_blind_floors() -> None:
+    new = _heldout_between(ROUND22_FIRST_PUBLIC, ROUND22_LAST_PUBLIC)
+    assert new.total >= 15
+    # The round's measure is "no healthy excerpt called fatal": every new held-out excerpt is healthy.
+    assert all(not o.sample.fatal for o in new.outcomes)
+    assert {o.sample.id for o in new.healthy_classified_fatal} == set()
+    assert new.fatal_accuracy >= HELDOUT_R22_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R22_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R22_NEW_FLOOR_ATTRIBUTION
 
 
 def test_four_digit_public_ids_fall_in_their_own_round_only() -> None:
