@@ -20,8 +20,8 @@ import pytest
 from tests.unit.catalog_sources import assert_names_source, assert_not_fatal, assert_read_as
 from trainguard.detection.classify import classify_text
 
-ADDED = ("glog_check_failed", "xla_device_alloc_retry")
-EXTENDED = ("cuda_node_driver_setup",)
+ADDED = ("glog_check_failed", "xla_device_alloc_retry", "xla_cuinit_fallback")
+EXTENDED = ("cuda_node_driver_setup", "cuda_devices_unavailable")
 
 CRASH = ("segfault", "system_software")
 NODE_SETUP = ("slurm_node_failure", "system_software")
@@ -44,6 +44,23 @@ ALLOC_RETRY = (
 
 # (text, expected category/attribution, deciding entry)
 FAILED_ON_MAIN = [
+    # jax/_src/xla_bridge.py backends() raising a GPU backend the job asked for, with
+    # xla/pjrt/gpu/gpu_helpers.cc GetGpuXlaClient's status: no GPU visible to the process
+    (
+        TB
+        + "RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices. "
+        "(you may need to uninstall the failing plugin package, or set JAX_PLATFORMS=cpu to skip this "
+        "backend.)",
+        ("slurm_node_failure", "system_software"),
+        "cuda_devices_unavailable",
+    ),
+    (
+        TB
+        + "RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices. "
+        "(set JAX_PLATFORMS='' to automatically choose an available backend)",
+        ("slurm_node_failure", "system_software"),
+        "cuda_devices_unavailable",
+    ),
     # xla/tsl/platform/default/logging.h CHECK -> LOG(FATAL), glog / absl prefix
     (
         "F0501 10:00:00.000000 1234 gpu_executable.cc:456] Check failed: buffer.size() == expected_size "
@@ -173,6 +190,9 @@ ALREADY_READ = [
 
 # raised into the program, the program's (as the distributed-runtime pass decided, tuning pub498)
 PROGRAM_ERRORS = [
+    # a refused cuInit raised, not logged: still fatal (xla_cuinit_fallback reads the logged line only)
+    TB + "RuntimeError: Unable to initialize backend 'cuda': INTERNAL: failed call to cuInit: "
+    "CUDA_ERROR_SYSTEM_NOT_READY: system not yet initialized",
     # coordination_service.cc barrier timeout, raised from orbax's multihost barrier / sync_global_devices
     TB + "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: "
     "0_async_write_complete.0.1. This usually happens because a task triggered the barrier too early or too "
@@ -192,6 +212,13 @@ PROGRAM_ERRORS = [
 
 # messages a job prints and goes on
 SURVIVED = [
+    # cuda_driver.cc's refused cuInit, then JAX falling back to the CPU (xla_bridge.py, INFO and WARNING)
+    "E0501 10:00:00.000000 1234 cuda_driver.cc:152] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no "
+    "CUDA-capable device is detected\n"
+    "2023-09-10 13:47:04 - INFO - Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU "
+    "devices.\n"
+    "WARNING:jax._src.xla_bridge:An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is "
+    "not installed. Falling back to cpu.\n",
     ALLOC_RETRY,
     E + "stream_executor/cuda/cuda_driver.cc:1006] failed to allocate 79.08GiB (84915355648 bytes) from "
     "device: "
@@ -271,9 +298,12 @@ def test_messages_a_job_survives_are_not_fatal(text: str) -> None:
 
 
 def test_every_added_entry_is_exercised_here() -> None:
-    # xla_device_alloc_retry is not fatal: its cases are in SURVIVED, and its catalog examples are checked
+    # the two non-fatal entries' cases are in SURVIVED, and its catalog examples are checked
     # by test_detection_catalog
-    assert {m[2] for m in FAILED_ON_MAIN} >= set(ADDED + EXTENDED) - {"xla_device_alloc_retry"}
+    assert {m[2] for m in FAILED_ON_MAIN} >= set(ADDED + EXTENDED) - {
+        "xla_device_alloc_retry",
+        "xla_cuinit_fallback",
+    }
 
 
 @pytest.mark.parametrize("sig_id", ADDED + EXTENDED)
