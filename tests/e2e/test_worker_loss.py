@@ -87,17 +87,21 @@ async def test_sigkilled_worker_watches_resume_on_the_survivor_within_30s() -> N
                 await asyncio.sleep(0.5)
             raise AssertionError(f"watches never all started: {now}")
 
-        before = await all_held()
+        await all_held()
         # Read once both run: a pid file just after the start may not name the exec'd worker yet.
         workers = {identity(stack.worker): stack.worker, identity(second): second}
+        # the presence of both workers is known before the kill (each polls every few seconds)
+        await asyncio.sleep(6)
+        # Who holds what is read just before the kill: a watch slice that ended in the wait (a job's first
+        # progress ends one) starts again on either worker, and a watch that moved to the survivor before the
+        # kill would count as resumed before the survivor had even noticed the loss.
+        before = await all_held()
         by_worker = Counter(v[0] for v in before.values() if v is not None)
         assert set(by_worker) <= set(workers), (by_worker, list(workers))
         victim_id = by_worker.most_common(1)[0][0]
         victim = workers[victim_id]
         survivor_id = next(w for w in workers if w != victim_id)
         taken = {wf for wf, v in before.items() if v is not None and v[0] == victim_id}
-        # the presence of both workers is known before the kill (each polls every few seconds)
-        await asyncio.sleep(6)
 
         killed_at = time.time()
         await victim.kill()
