@@ -69,6 +69,29 @@ def order_key(f: Finding) -> tuple[float, float, int]:
     return (ts, float(f.offset) if f.offset is not None else math.inf, f.line_no or 0)
 
 
+# PyTorch Lightning's subprocess launcher (src/lightning/fabric/strategies/launchers/subprocess_script.py,
+# _ChildProcessObserver) logs this for the first rank that ended non-zero, then SIGKILLs the other ranks and
+# its own main process: a signal kill seen after it (the shell's `Killed`, srun's `task N: Killed`) is the
+# launcher's teardown, and the child's end that the line reports decides.
+LIGHTNING_OBSERVER_TEXT = "Forcefully terminating all other processes"
+
+
+def _lightning_teardown_kills_as_cascades(fatal: list[Finding]) -> list[Finding]:
+    observers = [f for f in fatal if LIGHTNING_OBSERVER_TEXT in f.line]
+    if not observers:
+        return fatal
+    first = order_key(min(observers, key=order_key))
+    return [
+        f.model_copy(update={"cascade": True})
+        if f.category == Category.SIGNAL_KILL
+        and not f.cascade
+        and LIGHTNING_OBSERVER_TEXT not in f.line
+        and order_key(f) > first
+        else f
+        for f in fatal
+    ]
+
+
 def block_layout(job: JobSnapshot, tasks_per_node: int) -> Callable[[int], str | None]:
     """Slurm's default block distribution: ranks 0..n-1 on the first node, and so on."""
 
@@ -308,7 +331,7 @@ def attribute(
             )
     elif job_is_running(job) and foreign and not findings:
         return _watched(foreign, f"{len(foreign)} finding(s) name only hosts outside the job: set aside")
-    fatal = [f for f in findings if f.fatal]
+    fatal = _lightning_teardown_kills_as_cascades([f for f in findings if f.fatal])
     if not fatal:
         slow = sorted((f for f in findings if f.category == Category.STRAGGLER), key=order_key)
         if slow:
