@@ -269,6 +269,19 @@ HELDOUT_R22_NEW_FLOOR_CATEGORY, HELDOUT_R22_NEW_FLOOR_ATTRIBUTION = 1.00, 1.00
 ROUND23_FIRST_PUBLIC, ROUND23_LAST_PUBLIC = 1060, 1089
 HELDOUT_R23_NEW_FLOOR_FATAL = 0.83
 HELDOUT_R23_NEW_FLOOR_CATEGORY, HELDOUT_R23_NEW_FLOOR_ATTRIBUTION = 0.50, 0.50
+# The measure of round 25: a kind-chosen draw of logs where an error, warning or traceback is printed and the
+# job goes on (a logger's network and upload errors, a logger thread's traceback, DataLoader finalizer
+# exceptions, an NFS silly-rename cleanup error) beside real failures whose error is followed by more output
+# but the job died (elastic runs that did not survive a lost peer, an OOM retry at a smaller batch that still
+# ran out, a bus error followed by wandb's exit summary, a training thread's traceback, a cleanup error raised
+# in the training loop; pub1120-pub1149, 14 used), split and committed (901a5d8) before the classifier was run
+# on them, with the code of main 66cfe98. Blind: 75.0 / 66.7 / 66.7 % of 12 held-out excerpts (9, 8 and 8
+# right; 5 healthy, 7 fatal), one healthy excerpt called fatal (pub1124, below); the floors are the blind
+# measure rounded down. The "ran on" rule built beside this round (branch ranon) did not see it: this is its
+# out-of-sample part.
+ROUND25_FIRST_PUBLIC, ROUND25_LAST_PUBLIC = 1120, 1149
+HELDOUT_R25_NEW_FLOOR_FATAL = 0.75
+HELDOUT_R25_NEW_FLOOR_CATEGORY, HELDOUT_R25_NEW_FLOOR_ATTRIBUTION = 0.66, 0.66
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -282,13 +295,17 @@ HELDOUT_R23_NEW_FLOOR_CATEGORY, HELDOUT_R23_NEW_FLOOR_ATTRIBUTION = 0.50, 0.50
 # traceback around it and still reads fatal, so it stays listed. Round 17 adds pub768 (horovod#2652):
 # elastic Horovod logs Gloo's `Connection reset by peer` from its background loop after a worker was removed
 # on purpose and trains on with the others; it was called fatal blind and no tuning excerpt shows the kind (an
-# elastic run surviving a peer's loss), so it is listed rather than fitted.
-KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564", "pub768"})
+# elastic run surviving a peer's loss), so it is listed rather than fitted. Round 25 adds pub1124
+# (gram-ai/capsule-networks#5): multiprocessing's exit finalizers cannot remove a directory holding a busy
+# NFS silly-rename file, and the paste starts with the bare `OSError: [Errno 16] Device or resource busy:
+# '.nfs...'` line before the finalizer frames; the reporter says the loss keeps decreasing. Called fatal
+# blind, the kind of pub564; no tuning excerpt of round 25 shows it, so it is listed rather than fitted.
+KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564", "pub768", "pub1124"})
 
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 1063
+    assert len(own) >= 1077
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -296,9 +313,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 228
+    assert sum(1 for s in own if not s.fatal) >= 234
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 516
+    assert len({s.repo for s in own}) >= 523
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -413,7 +430,7 @@ def test_round8_heldout_part_holds_its_floor() -> None:
 
 def test_whole_heldout_part_holds_its_floor() -> None:
     whole = _parts()[HELDOUT]
-    assert whole.total >= 470
+    assert whole.total >= 482
     called_fatal = {o.sample.id for o in whole.healthy_classified_fatal}
     unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
     assert not unexpected, unexpected
@@ -651,6 +668,19 @@ def test_round23_new_heldout_excerpts_hold_their_blind_floors() -> None:
     assert new.fatal_accuracy >= HELDOUT_R23_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R23_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R23_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round25_new_heldout_excerpts_hold_their_blind_floors() -> None:
+    new = _heldout_between(ROUND25_FIRST_PUBLIC, ROUND25_LAST_PUBLIC)
+    assert new.total >= 12
+    # Healthy look-alikes and failures side by side: the round is not all one answer.
+    assert sum(1 for o in new.outcomes if not o.sample.fatal) >= 5
+    assert sum(1 for o in new.outcomes if o.sample.fatal) >= 7
+    # pub1124 was called fatal blind (listed in KNOWN_HELDOUT_HEALTHY_CALLED_FATAL); no other may be.
+    assert {o.sample.id for o in new.healthy_classified_fatal} <= {"pub1124"}
+    assert new.fatal_accuracy >= HELDOUT_R25_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R25_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R25_NEW_FLOOR_ATTRIBUTION
 
 
 def test_four_digit_public_ids_fall_in_their_own_round_only() -> None:
