@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from trainguard.detection import collectives
@@ -25,6 +25,7 @@ from trainguard.detection.progress import (
     parse_progress,
     training_finished,
 )
+from trainguard.detection.ran_on import RanOnTracker, progress_key
 from trainguard.detection.severity import benign_occurrence
 from trainguard.models import Attribution, Category, Finding, FindingSource, ProgressState, clip
 
@@ -255,6 +256,8 @@ class LogAnalyzer:
         self._traceback_until = -1
         # Hosts the batch system's job record names (see _EXEC_HOST).
         self._exec_hosts: list[str] = []
+        # Findings the log then shows the job training on after (see ran_on.py).
+        self._ran_on = RanOnTracker()
 
     @property
     def progress(self) -> ProgressState:
@@ -278,6 +281,12 @@ class LogAnalyzer:
     @property
     def lines_seen(self) -> int:
         return self._line_no
+
+    def ran_on(self, findings: Sequence[Finding]) -> list[Finding]:
+        """`findings` (as this analyzer emitted them) with those the job trained on after lowered to non-fatal
+        (docs/detection.md, "An error the job ran on"). For a whole log: a live watch emits a finding before
+        the progress after it exists."""
+        return self._ran_on.lower(findings)
 
     def feed(self, data: bytes, *, now: float, base_offset: int = 0) -> list[Finding]:
         """Scan `data` (the log's bytes from `base_offset` on); returns fatal and notable findings."""
@@ -448,7 +457,7 @@ class LogAnalyzer:
             return
         if any(self._kw_progress[k] for k in present):
             before = self._progress_lines
-            self._progress(line, now, out)
+            self._progress(line, stream, now, out)
             if self._progress_lines > before:
                 self._last_progress_offset = offset
 
@@ -615,10 +624,11 @@ class LogAnalyzer:
         )
         return True
 
-    def _progress(self, line: str, now: float, out: list[Finding]) -> None:
+    def _progress(self, line: str, stream: _Stream, now: float, out: list[Finding]) -> None:
         p = parse_progress(line, self._config)
         if p is not None:
             self._progress_lines += 1
+            self._ran_on.on_progress(stream, line, progress_key(line, p.iteration))
             straggler = self._tracker.on_progress(p, now, line)
             if straggler is not None:
                 out.append(straggler)
@@ -675,21 +685,21 @@ class LogAnalyzer:
             self._counts[key] = seen + 1
         detail = " ".join(f"{k}={v}" for k, v in sorted(groups.items()) if k in ("xid", "pci"))
         self._emitted += 1
-        out.append(
-            Finding(
-                source=FindingSource.LOG,
-                pattern_id=sig.id,
-                category=sig.category,
-                attribution=sig.attribution,
-                fatal=sig.fatal,
-                cascade=sig.cascade,
-                line=clip(line.strip()),
-                line_no=line_no,
-                offset=offset,
-                timestamp=now,
-                nodes=tuple(nodes),
-                rank=rank,
-                detail=detail,
-                priority=sig.priority,
-            )
+        finding = Finding(
+            source=FindingSource.LOG,
+            pattern_id=sig.id,
+            category=sig.category,
+            attribution=sig.attribution,
+            fatal=sig.fatal,
+            cascade=sig.cascade,
+            line=clip(line.strip()),
+            line_no=line_no,
+            offset=offset,
+            timestamp=now,
+            nodes=tuple(nodes),
+            rank=rank,
+            detail=detail,
+            priority=sig.priority,
         )
+        self._ran_on.on_finding(finding, (norm.rank, norm.local_rank, norm.host), line)
+        out.append(finding)

@@ -7,7 +7,6 @@ more time passed after the last progress line than the job's rhythm allows.
 
 from __future__ import annotations
 
-import calendar
 import re
 from collections.abc import Sequence
 
@@ -17,13 +16,12 @@ from trainguard.attribution.rules import attribute
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.catalog import Catalog
 from trainguard.detection.progress import ProgressConfig, parse_progress
+from trainguard.detection.ran_on import RAN_ON
+from trainguard.detection.ran_on import log_clock as _timestamp
 from trainguard.models import Attribution, Category, Finding, FindingSource, clip
 
 STATIC_HANG_FLOOR_S = 1800.0
 STATIC_TAIL_LINES = 2000
-_MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)")
-_CTIME = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4})")
 # Error-looking text that no signature explained: a "healthy" verdict over it is a weaker claim.
 _ERRORISH = re.compile(
     r"Traceback \(most recent call last\)|\b(ERROR|Error|error|FATAL|Fatal|fatal|failed|FAILED|Killed|"
@@ -47,21 +45,6 @@ class ClassifyResult(BaseModel):
     confidence: float = 0.5
     pattern_ids: list[str] = []
     summary: str = ""
-
-
-def _timestamp(line: str) -> float | None:
-    m = _ISO.search(line)
-    if m:
-        y, mo, d, h, mi, s = (int(x) for x in m.groups())
-        if 1 <= mo <= 12 and 1 <= d <= 31 and h < 24 and mi < 60 and s < 61:
-            return float(calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)))
-        return None
-    c = _CTIME.search(line)
-    if c and c.group(1) in _MONTHS:
-        mon = _MONTHS[c.group(1)]
-        d, h, mi, s, y = (int(x) for x in c.groups()[1:])
-        return float(calendar.timegm((y, mon, d, h, mi, s, 0, 0, 0)))
-    return None
 
 
 def static_hang(lines: Sequence[str], config: ProgressConfig, step_ms: float | None) -> Finding | None:
@@ -112,6 +95,9 @@ def classify_bytes(
     analyzer = LogAnalyzer(catalog=catalog, config=cfg)
     findings = analyzer.feed(data, now=0.0)
     findings += analyzer.flush(now=0.0)
+    # A whole log: a finding the job trained on after is lowered (docs/detection.md, "An error the job
+    # ran on").
+    findings = analyzer.ran_on(findings)
     if not any(f.fatal for f in findings) and analyzer.progress_lines:
         state = analyzer.progress
         tail = data[-4 * 1024 * 1024 :].decode("utf-8", errors="replace").splitlines()
@@ -125,6 +111,13 @@ def classify_bytes(
     confidence = verdict.confidence
     if not verdict.fatal and _ERRORISH.search(data[-4 * 1024 * 1024 :].decode("utf-8", errors="replace")):
         confidence = min(confidence, UNEXPLAINED_HEALTHY_CONFIDENCE)
+    evidence = list(verdict.evidence)
+    pattern_ids = list(verdict.pattern_ids)
+    if not fatal:
+        # What was lowered stays in sight: its line and why it no longer decides.
+        ran_on = [f for f in findings if f.detail.startswith(RAN_ON)]
+        evidence += [clip(f"{f.line} [{f.detail}]") for f in ran_on[:3]]
+        pattern_ids += [f.pattern_id for f in ran_on[:3] if f.pattern_id not in pattern_ids]
     if category == Category.STRAGGLER:
         # A slowdown is worth a note, not a failure; the public summary has no straggler class.
         category, fatal = Category.HEALTHY, False
@@ -133,9 +126,9 @@ def classify_bytes(
         category=category.value,
         attribution=verdict.attribution.value if fatal else Attribution.NONE.value,
         nodes=list(verdict.nodes) if fatal else [],
-        evidence=list(verdict.evidence),
+        evidence=evidence,
         confidence=confidence,
-        pattern_ids=list(verdict.pattern_ids),
+        pattern_ids=pattern_ids,
         summary=verdict.summary,
     )
 
