@@ -691,5 +691,6 @@ class LogAnalyzer:
                 rank=rank,
                 detail=detail,
                 priority=sig.priority,
+                tears_down=sig.tears_down(norm.text),
             )
         )
