@@ -18,7 +18,7 @@ from temporalio import activity
 
 from activities.snapshot_cache import SnapshotCache
 from trainguard import contracts as c
-from trainguard.attribution.rules import NATIVE_CRASH_EVIDENCE
+from trainguard.attribution.rules import read_as_evidence
 from trainguard.checkpoint_dir import allowed_dir, filesystem_space, newest_checkpoint
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.collectives import allocation_layout
@@ -476,9 +476,10 @@ class JobWatcher:
     def _collect(state: _Progress, found: list[Finding], now: float, settle_s: float) -> None:
         relevant = [f for f in found if f.fatal or f.category.value == "straggler"]
         # A native crash's frames and a logged machine check say whose code crashed (attribution.rules.
-        # native_crash_site); they decide nothing, so they never start the settle window, they are kept only
-        # once a failure signal exists, and at most EVIDENCE_KEPT of them, leaving room for fatal findings.
-        evidence = [f for f in found if not f.fatal and f.pattern_id in NATIVE_CRASH_EVIDENCE]
+        # native_crash_site), a launcher's teardown line which kills are its own (teardown_kills_as_cascades);
+        # they decide nothing, so they never start the settle window, they are kept only once a failure
+        # signal exists, and at most EVIDENCE_KEPT of them, leaving room for fatal findings.
+        evidence = [f for f in found if read_as_evidence(f)]
         if relevant and state.first_signal_at is None:
             state.first_signal_at = now
             state.settle_until = now + settle_s
@@ -487,7 +488,7 @@ class JobWatcher:
         if relevant and room > 0:
             state.findings.extend(relevant[:room])
         if evidence and state.first_signal_at is not None:
-            kept = sum(1 for f in state.findings if f.pattern_id in NATIVE_CRASH_EVIDENCE)
+            kept = sum(1 for f in state.findings if read_as_evidence(f))
             room = min(EVIDENCE_KEPT - kept, MAX_FINDINGS - EVIDENCE_RESERVE - len(state.findings))
             if room > 0:
                 state.findings.extend(evidence[:room])

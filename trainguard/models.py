@@ -121,6 +121,9 @@ class Finding(Frozen):
     rank: int | None = None
     detail: str = ""
     priority: int = 2  # 1 generic, 2 specific, 3 platform verdict (see docs/detection.md)
+    # A launcher's line announcing that it kills the job's other processes (the catalog's `tears_down`):
+    # signal kills after it are its teardown (attribution.rules).
+    tears_down: bool = False
 
 
 class JobSnapshot(Frozen):

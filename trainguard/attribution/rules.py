@@ -69,24 +69,24 @@ def order_key(f: Finding) -> tuple[float, float, int]:
     return (ts, float(f.offset) if f.offset is not None else math.inf, f.line_no or 0)
 
 
-# PyTorch Lightning's subprocess launcher (src/lightning/fabric/strategies/launchers/subprocess_script.py,
-# _ChildProcessObserver) logs this for the first rank that ended non-zero, then SIGKILLs the other ranks and
-# its own main process: a signal kill seen after it (the shell's `Killed`, srun's `task N: Killed`) is the
-# launcher's teardown, and the child's end that the line reports decides.
-LIGHTNING_OBSERVER_TEXT = "Forcefully terminating all other processes"
+def teardown_kills_as_cascades(findings: Sequence[Finding], fatal: list[Finding]) -> list[Finding]:
+    """Signal kills printed after a launcher's teardown line are its teardown: cascades.
 
-
-def _lightning_teardown_kills_as_cascades(fatal: list[Finding]) -> list[Finding]:
-    observers = [f for f in fatal if LIGHTNING_OBSERVER_TEXT in f.line]
-    if not observers:
+    A launcher that kills the job's other processes once one ended says so in a line the catalog marks
+    `tears_down` (Lightning's child-process observer, torchelastic's first-failure line, DeepSpeed's
+    `exits with return code`, srun's `Terminating StepId`, ...; docs/detection.md, "Launcher teardown
+    lines"). The SIGKILLs and SIGTERMs that follow it (the shell's `Killed`, srun's `task N: Killed`) are
+    the launcher's doing, so the end the line reports, or an error before it, decides. The teardown line
+    itself and every kill printed before it are left as they are: a kill from outside (the OOM killer, an
+    operator) that ended the first process is reported before the launcher tears down, or by that line.
+    """
+    teardowns = [f for f in findings if f.tears_down]
+    if not teardowns:
         return fatal
-    first = order_key(min(observers, key=order_key))
+    first = order_key(min(teardowns, key=order_key))
     return [
         f.model_copy(update={"cascade": True})
-        if f.category == Category.SIGNAL_KILL
-        and not f.cascade
-        and LIGHTNING_OBSERVER_TEXT not in f.line
-        and order_key(f) > first
+        if f.category == Category.SIGNAL_KILL and not f.cascade and not f.tears_down and order_key(f) > first
         else f
         for f in fatal
     ]
@@ -248,6 +248,14 @@ _SYSTEM_OBJECT = re.compile(
 # The non-fatal findings native_crash_site reads: the live watch keeps them beside the fatal ones it collects
 # (activities/watch.py), so a watched job's crash is attributed as `trainguard classify` attributes its log.
 NATIVE_CRASH_EVIDENCE = frozenset({_C_RUNTIME_FRAME, _MACHINE_CHECK, *_CRASH_FRAMES})
+
+
+def read_as_evidence(f: Finding) -> bool:
+    """A non-fatal finding the rules read (a native crash's frames, a launcher's teardown line): the live
+    watch keeps it beside the fatal ones it collects (activities/watch.py)."""
+    return not f.fatal and (f.pattern_id in NATIVE_CRASH_EVIDENCE or f.tears_down)
+
+
 _INTERPRETER = re.compile(r"^(python[\d.]*m?|pypy[\d.]*|java|node|ruby|perl|bash|sh)$")
 
 
@@ -331,7 +339,7 @@ def attribute(
             )
     elif job_is_running(job) and foreign and not findings:
         return _watched(foreign, f"{len(foreign)} finding(s) name only hosts outside the job: set aside")
-    fatal = _lightning_teardown_kills_as_cascades([f for f in findings if f.fatal])
+    fatal = teardown_kills_as_cascades(findings, [f for f in findings if f.fatal])
     if not fatal:
         slow = sorted((f for f in findings if f.category == Category.STRAGGLER), key=order_key)
         if slow:

@@ -700,6 +700,7 @@ class LogAnalyzer:
             rank=rank,
             detail=detail,
             priority=sig.priority,
+            tears_down=sig.tears_down(norm.text),
         )
         self._ran_on.on_finding(finding, (norm.rank, norm.local_rank, norm.host), line)
         out.append(finding)

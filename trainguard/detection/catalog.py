@@ -49,6 +49,11 @@ class Signature:
     # A non-fatal entry whose line is kept as a non-fatal finding for the rules to read (a native crash's
     # frames: whose code crashed); other non-fatal entries only keep their lines from the catch-alls.
     evidence: bool = False
+    # The launcher line announces that it kills (or has killed) the job's other processes because of the
+    # process this line or an earlier one reports: signal kills printed after it are its teardown
+    # (attribution.rules.teardown_kills_as_cascades). None: not such a line; for an entry read for several
+    # printers' lines, a pattern the teardown printer's lines also match (`tears_down: '<regex>'`).
+    teardown: re.Pattern[str] | None = None
     examples: tuple[str, ...] = ()
     counter_examples: tuple[str, ...] = ()
     table: str = ""  # "xid": category, severity and id come from NVIDIA's Xid catalog per code
@@ -58,6 +63,10 @@ class Signature:
         if not any(k in line for k in self.keywords):
             return None
         return self.regex.search(line)
+
+    def tears_down(self, line: str) -> bool:
+        """Whether `line`, which this signature matched, announces the launcher's teardown of the job."""
+        return self.teardown is not None and self.teardown.search(line) is not None
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,10 @@ def _parse_entry(raw: Any, index: int) -> Signature:
     evidence = bool(raw.get("evidence", False))
     if evidence and bool(raw.get("fatal", True)):
         raise CatalogError(f"signature {sig_id}: evidence entries must be fatal: false")
+    teardown = _teardown(raw.get("tears_down", False), sig_id)
+    if teardown is not None and not bool(raw.get("fatal", True)) and not evidence:
+        # A non-fatal line reaches the rules only as evidence.
+        raise CatalogError(f"signature {sig_id}: a non-fatal tears_down entry must be evidence: true")
     return Signature(
         id=sig_id,
         pattern=pattern,
@@ -169,10 +182,28 @@ def _parse_entry(raw: Any, index: int) -> Signature:
         requires_traceback=bool(raw.get("requires_traceback", False)),
         confirmed_by_traceback=bool(raw.get("confirmed_by_traceback", False)),
         evidence=evidence,
+        teardown=teardown,
         examples=tuple(str(e) for e in raw.get("examples", ()) or ()),
         counter_examples=tuple(str(e) for e in raw.get("counter_examples", ()) or ()),
         table=str(raw.get("table", "") or ""),
     )
+
+
+_EVERY_LINE = re.compile("")
+
+
+def _teardown(value: Any, sig_id: str) -> re.Pattern[str] | None:
+    """`tears_down`: true (every line the entry matches), false, or a regex narrowing it to one printer's."""
+    if value is True:
+        return _EVERY_LINE
+    if value is False or value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise CatalogError(f"signature {sig_id}: tears_down must be true, false or a regex")
+    try:
+        return re.compile(value)
+    except re.error as err:
+        raise CatalogError(f"signature {sig_id}: bad tears_down regex: {err}") from None
 
 
 def parse_catalog(text: str) -> Catalog:
