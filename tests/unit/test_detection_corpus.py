@@ -269,6 +269,16 @@ HELDOUT_R22_NEW_FLOOR_CATEGORY, HELDOUT_R22_NEW_FLOOR_ATTRIBUTION = 1.00, 1.00
 ROUND23_FIRST_PUBLIC, ROUND23_LAST_PUBLIC = 1060, 1089
 HELDOUT_R23_NEW_FLOOR_FATAL = 0.83
 HELDOUT_R23_NEW_FLOOR_CATEGORY, HELDOUT_R23_NEW_FLOOR_ATTRIBUTION = 0.50, 0.50
+# The measure of round 24: a kind-chosen draw toward the weakest held-out category, Slurm-side failures
+# (task launch and credential refusals, a controller that does not answer, step cgroup set-up, job
+# memory-limit kills, execve failures), with Slurm-side healthy look-alikes (srun/slurmstepd warnings and
+# notices of jobs that ran; pub1090-pub1119, 24 used), split and committed (fe58e46) before the classifier
+# was run on them, with the code of main 66cfe98. Blind: 94.1 / 94.1 / 88.2 % of 17 held-out excerpts (16,
+# 16 and 15 right; 6 of them healthy), none healthy called fatal; the round's generalisations came from its
+# tuning misses only and moved no held-out verdict, so the floors are the blind measure rounded down.
+ROUND24_FIRST_PUBLIC, ROUND24_LAST_PUBLIC = 1090, 1119
+HELDOUT_R24_NEW_FLOOR_FATAL = 0.94
+HELDOUT_R24_NEW_FLOOR_CATEGORY, HELDOUT_R24_NEW_FLOOR_ATTRIBUTION = 0.94, 0.88
 # The measure of round 25: a kind-chosen draw of logs where an error, warning or traceback is printed and the
 # job goes on (a logger's network and upload errors, a logger thread's traceback, DataLoader finalizer
 # exceptions, an NFS silly-rename cleanup error) beside real failures whose error is followed by more output
@@ -305,7 +315,7 @@ KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564", "pub76
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 1077
+    assert len(own) >= 1101
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -313,9 +323,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 234
+    assert sum(1 for s in own if not s.fatal) >= 242
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 523
+    assert len({s.repo for s in own}) >= 537
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -430,7 +440,7 @@ def test_round8_heldout_part_holds_its_floor() -> None:
 
 def test_whole_heldout_part_holds_its_floor() -> None:
     whole = _parts()[HELDOUT]
-    assert whole.total >= 482
+    assert whole.total >= 499
     called_fatal = {o.sample.id for o in whole.healthy_classified_fatal}
     unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
     assert not unexpected, unexpected
@@ -668,6 +678,17 @@ def test_round23_new_heldout_excerpts_hold_their_blind_floors() -> None:
     assert new.fatal_accuracy >= HELDOUT_R23_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R23_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R23_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round24_new_heldout_excerpts_hold_their_blind_floors() -> None:
+    new = _heldout_between(ROUND24_FIRST_PUBLIC, ROUND24_LAST_PUBLIC)
+    assert new.total >= 17
+    # A third of the round is Slurm-side healthy look-alikes: none of them may read fatal.
+    assert sum(1 for o in new.outcomes if not o.sample.fatal) >= 6
+    assert new.healthy_classified_fatal == []
+    assert new.fatal_accuracy >= HELDOUT_R24_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R24_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R24_NEW_FLOOR_ATTRIBUTION
 
 
 def test_round25_new_heldout_excerpts_hold_their_blind_floors() -> None:
