@@ -49,6 +49,21 @@ MISSING_RANK_PATTERN = "collective_missing_rank"
 NEVER_BOOTED_PATTERNS = frozenset(
     {"slurm_nodes_boot_failed", "cloud_node_resume_timeout", "cloud_node_launch_failed"}
 )
+# The scheduler's word that it lost a node (NODE_FAIL, `not responding`, a launch slurmd did not take): Slurm
+# cannot tell why. The same log may say why (docs/detection.md, "Slurm node failures, second pass"): the
+# cluster's node-address set-up (a name Slurm cannot resolve, `check slurm.conf`) makes it the site's
+# software's, a hardware line on that node the hardware's (a no-op while these entries default to hardware;
+# it keeps a hardware line deciding if that default changes).
+NODE_LOSS_PATTERNS = frozenset(
+    {
+        "slurm_node_failure",
+        "slurm_node_not_responding",
+        "slurmctld_job_killed_on_failed_node",
+        "slurmctld_job_lost_on_node",
+        "slurm_node_launch_or_kill_failed",
+    }
+)
+NODE_ADDRESS_PATTERNS = frozenset({"slurm_node_name_unresolved", "slurm_node_address_unknown"})
 SIGNAL_KILL_CONFIDENCE = 0.5
 WATCHED_CONFIDENCE = 0.6
 _WORK = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>[A-Z_]+)")
@@ -206,12 +221,37 @@ def _never_booted(decider: Finding, fatal: Sequence[Finding]) -> Finding | None:
     it never booted; the boot failure (naming the same node, or no node: srun's `Something is wrong with
     the boot of the nodes.` is about the job's own) says the node was never there to fail.
     """
-    if decider.category != Category.SLURM_NODE_FAILURE or decider.attribution != Attribution.HARDWARE:
+    if decider.category != Category.SLURM_NODE_FAILURE or decider.attribution not in (
+        Attribution.HARDWARE,
+        Attribution.INFRASTRUCTURE,
+    ):
         return None
     for f in sorted(fatal, key=order_key):
         if f.pattern_id in NEVER_BOOTED_PATTERNS and (
             not f.nodes or not decider.nodes or set(f.nodes) & set(decider.nodes)
         ):
+            return f
+    return None
+
+
+def _node_loss_explained(decider: Finding, findings: Sequence[Finding]) -> Finding | None:
+    """The line that says why the scheduler lost a node, or None (the entry's own attribution stands).
+
+    A hardware finding (fatal or recorded: an Xid, an ECC or machine-check line, `Node unexpectedly
+    rebooted`) naming the lost node or no node explains it as the hardware's; the cluster's node-address
+    set-up failing (`Can't find an address, check slurm.conf`, slurmctld's `Unable to resolve`) explains a
+    node Slurm could not reach as the site's software's, whichever node it names: slurm.conf and name
+    resolution are the cluster's. The earliest such line decides.
+    """
+    if decider.pattern_id not in NODE_LOSS_PATTERNS:
+        return None
+    for f in sorted(findings, key=order_key):
+        if f is decider or f.pattern_id in NODE_LOSS_PATTERNS:
+            continue
+        if f.pattern_id in NODE_ADDRESS_PATTERNS:
+            return f
+        same_node = not f.nodes or not decider.nodes or bool(set(f.nodes) & set(decider.nodes))
+        if f.attribution == Attribution.HARDWARE and same_node:
             return f
     return None
 
@@ -378,6 +418,11 @@ def attribute(
         attribution = booted.attribution
         summary = f"{decider.category.value} ({attribution.value}) from {decider.pattern_id}{where}"
         summary += f"; the node never booted ({booted.pattern_id})"
+    explained = _node_loss_explained(decider, findings) if booted is None else None
+    if explained is not None:
+        attribution = explained.attribution
+        summary = f"{decider.category.value} ({attribution.value}) from {decider.pattern_id}{where}"
+        summary += f"; the node's loss is explained by {explained.pattern_id}"
     site = native_crash_site(decider, findings) if booted is None else None
     if site is not None:
         attribution = site[0]
