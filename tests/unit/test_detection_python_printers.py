@@ -187,10 +187,16 @@ def test_every_added_entry_is_exercised_here() -> None:
         "AssertionError: can only test a child process\n",
         "Exception in thread Thread-3:\nTraceback (most recent call last):\n"
         '  File "threading.py", line 980, in _bootstrap_inner\n    self.run()\nqueue.Empty\n',
-        # a retried operation's logged traceback
+        # a retried operation's logged traceback, then training goes on (ran_on.py). The words of a closing
+        # exception line's message no longer say the program went on ("Python tracebacks, second pass"): the
+        # steps after it do.
         "Traceback (most recent call last):\n"
         '  File "upload.py", line 10, in push\n    s3.put(obj)\n'
-        "botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL; retrying in 5 s\n",
+        "botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL; retrying in 5 s\n"
+        + "".join(
+            f"{{'loss': {2.0 - i / 10:.4f}, 'learning_rate': 5e-05, 'epoch': {0.1 * (i + 1):.2f}}}\n"
+            for i in range(5)
+        ),
         # IPython's own arrows and click's prompt errors outside a traceback
         "----> 5     loss = model(batch)\n",
         "Error: invalid input\n",

@@ -87,6 +87,13 @@ _LOW_LEVEL_PREFIX = re.compile(r"^[IWD][0-9]{4} |\b(?:INFO|WARNING|WARN|DEBUG)\b
 # python_exception_line asks of an unindented one.
 _INDENTED_FRAME = re.compile(r'^(?P<indent> +)  File "[^"]+", line [0-9]+, in \S')
 _FRAME_KEYWORD = 'File "'
+# An exception group's margin (3.11+, Lib/traceback.py, _ExceptionPrintContext.emit): every line of a group's
+# report, and of each sub-exception's, is printed behind `  ` per nesting level and `| ` (`+ ` on the top
+# group's `Exception Group Traceback (most recent call last):` header; a launcher's `[default0]:` may take one
+# of the spaces, normalize.py strips `]: ?`). Stripped as a record prefix is, the
+# group's own `ExceptionGroup: <msg> (N sub-exceptions)` line closes its traceback; a sub-exception's
+# `    | Traceback (most recent call last):` opens one behind its deeper margin.
+_GROUP_MARGIN = re.compile(r"^(?P<indent> +)[+|] (?:Exception Group )?$")
 _NAMED_EXCEPTION = re.compile(
     r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception)(?:\([A-Za-z_][A-Za-z0-9_.]*\))?(?::\s|\s*$)"
 )
@@ -406,7 +413,12 @@ class LogAnalyzer:
         stream: _Stream = (norm.rank, norm.local_rank, norm.host)
         self._survival_mark(norm.text, stream, line_no)
         survived = stream in self._survived  # the traceback this line may close is one Python survives
-        exception_line = self._traceback_step(line, norm, stream, line_no)
+        message_at = self._traceback_step(line, norm, stream, line_no)
+        exception_line = message_at is not None
+        # On the line that closes a traceback, what follows the class is the exception's own message: its
+        # words (`Caught ValueError in DataLoader worker process 3.`, `Retry after 30 seconds`) were raised
+        # with it, not logged by a program that went on; only what precedes the class may say so.
+        benign_text = norm.text if message_at is None else norm.text[:message_at]
         if _TRACEBACK in line and stream not in self._survived:
             self._last_traceback = line_no
             self._confirm(line_no, out)
@@ -433,7 +445,7 @@ class LogAnalyzer:
             # The line that closes a traceback (headerless ones included) is within it.
             recent_tb = exception_line or (tb is not None and line_no - tb <= TRACEBACK_WINDOW_LINES)
             # A retried, caught or warned-about error is not a failure (the job carries on).
-            benign = benign_occurrence(norm.text, sig.category, sig.priority) or (
+            benign = benign_occurrence(benign_text, sig.category, sig.priority) or (
                 survived and sig.category == Category.PYTHON_EXCEPTION
             )
             if sig.fatal and not benign and not (sig.requires_traceback and not recent_tb):
@@ -451,7 +463,7 @@ class LogAnalyzer:
         if (
             exception_line
             and not survived
-            and not benign_occurrence(norm.text, Category.PYTHON_EXCEPTION, PRIORITY_GENERIC)
+            and not benign_occurrence(benign_text, Category.PYTHON_EXCEPTION, PRIORITY_GENERIC)
         ):
             self._finding(TRACEBACK_EXCEPTION, line, norm, line_no, offset, now, {}, out)
             return
@@ -491,8 +503,9 @@ class LogAnalyzer:
         if stream in self._survival_marks or len(self._survival_marks) < MAX_TRACEBACK_STREAMS:
             self._survival_marks[stream] = line_no
 
-    def _traceback_step(self, line: str, norm: Normalized, stream: _Stream, line_no: int) -> bool:
-        """Follow Python tracebacks stream by stream; True on the exception line that ends one."""
+    def _traceback_step(self, line: str, norm: Normalized, stream: _Stream, line_no: int) -> int | None:
+        """Follow Python tracebacks stream by stream; on the exception line that ends one, where its message
+        begins in `norm.text` (after `Class:`; the line's end for a bare class), else None."""
         if _TRACEBACK in line:
             if stream in self._tracebacks or len(self._tracebacks) < MAX_TRACEBACK_STREAMS:
                 self._tracebacks[stream] = False
@@ -501,8 +514,11 @@ class LogAnalyzer:
                 at = norm.text.find(_TRACEBACK)
                 prefix = _record_prefix(norm.text[:at])
                 indent = norm.text[:at] if at > 0 else ""
+                margin = _GROUP_MARGIN.match(indent)
                 if prefix is not None:
                     self._tb_prefix[stream] = prefix[0]
+                elif margin is not None:
+                    self._tb_prefix[stream] = re.compile(re.escape(margin.group("indent")) + r"[|+] ")
                 elif indent and not indent.strip(" "):
                     self._tb_prefix[stream] = re.compile(re.escape(indent))
                 else:
@@ -514,16 +530,16 @@ class LogAnalyzer:
                 else:
                     self._survived.discard(stream)
             self._traceback_until = line_no + TRACEBACK_WINDOW_LINES
-            return False
+            return None
         if stream not in self._tracebacks:
             self._open_headerless(norm.text, stream, line_no)
-            return False
+            return None
         if line_no >= self._traceback_until:
             self._tracebacks.clear()
             self._survived.clear()
             self._tb_prefix.clear()
             self._headerless.clear()
-            return False
+            return None
         text = norm.text
         shape = self._tb_prefix.get(stream)
         if shape is not None:
@@ -531,7 +547,7 @@ class LogAnalyzer:
             if p:
                 text = text[p.end() :]
         if not text.strip():
-            return False
+            return None
         if (
             text[0].isspace()
             or text.startswith(_FRAME_START)
@@ -541,7 +557,7 @@ class LogAnalyzer:
             if not self._tracebacks[stream] and _SURVIVED_FRAME.search(text):
                 self._survived.add(stream)  # the first frame: multiprocessing's finalizers print it
             self._tracebacks[stream] = True
-            return False
+            return None
         after_frame = self._tracebacks.pop(stream)
         self._tb_prefix.pop(stream, None)
         headerless = stream in self._headerless
@@ -551,12 +567,15 @@ class LogAnalyzer:
         self._survived.discard(stream)
         if not self._tracebacks:
             self._traceback_until = -1
-        return (
-            after_frame
-            and bool(_EXCEPTION_LINE.match(text))
-            and not _CLEAN_EXIT.match(text)
-            and (not headerless or bool(_NAMED_EXCEPTION.match(text)))
-        )
+        if (
+            not after_frame
+            or not _EXCEPTION_LINE.match(text)
+            or _CLEAN_EXIT.match(text)
+            or (headerless and not _NAMED_EXCEPTION.match(text))
+        ):
+            return None
+        colon = text.find(":")
+        return len(norm.text) - len(text) + (colon + 1 if colon >= 0 else len(text))
 
     def _open_headerless(self, text: str, stream: _Stream, line_no: int) -> None:
         """An indented frame with no traceback open on its stream: a traceback whose header the log lacks."""

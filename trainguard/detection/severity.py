@@ -27,6 +27,14 @@ _WARNED = re.compile(
     r"^(W\d{4} |WARN(ING)?\b|\[?W(ARN(ING)?)?\]|[A-Za-z_.]*[Ww]arning: )|\b(WARNING|Warning)\b[:\]]|"
     r"\b[Cc]aught\b|\b[Ii]gnor(ed|ing)\b|\b[Ff]alling back\b|\b[Ss]kipping\b|\b[Cc]ontinuing\b"
 )
+# PyTorch's ExceptionWrapper.reraise (pytorch torch/_utils.py): an exception from a DataLoader worker, a
+# DataParallel replica or the pin-memory thread is raised again in the parent as `<Class>: Caught <Class>
+# <where>.` then `Original Traceback (most recent call last):`. Its `Caught` says where the exception was
+# taken to be raised again, not that a program handled it.
+_RERAISED = re.compile(
+    r"\bCaught [A-Za-z_][A-Za-z0-9_.]* in (?:DataLoader worker process|replica [0-9]+ on device|"
+    r"pin memory thread|background)\b"
+)
 _SCHEDULER_OWN = {Category.SLURM_NODE_FAILURE}
 # A launcher's verdict that a rank of the job died: srun's own report of a task killed or exited non-zero
 # (`srun: error: node2: task 2: Killed`, `...: tasks 0-1: Exited with exit code 1`), torchrun's agent
@@ -56,7 +64,7 @@ def benign_occurrence(text: str, category: Category, priority: int) -> bool:
         return False
     if (_RETRIED.search(text) or _COUNTER.search(text)) and not _final_attempt(text):
         return True
-    return category == Category.PYTHON_EXCEPTION and bool(_WARNED.search(text))
+    return category == Category.PYTHON_EXCEPTION and bool(_WARNED.search(_RERAISED.sub("", text)))
 
 
 def on_own_nodes(finding: Finding, job: JobSnapshot | None) -> bool:
