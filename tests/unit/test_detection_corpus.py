@@ -292,6 +292,16 @@ HELDOUT_R24_NEW_FLOOR_CATEGORY, HELDOUT_R24_NEW_FLOOR_ATTRIBUTION = 0.94, 0.88
 ROUND25_FIRST_PUBLIC, ROUND25_LAST_PUBLIC = 1120, 1149
 HELDOUT_R25_NEW_FLOOR_FATAL = 0.75
 HELDOUT_R25_NEW_FLOOR_CATEGORY, HELDOUT_R25_NEW_FLOOR_ATTRIBUTION = 0.66, 0.66
+# The measure of round 26a: a random draw from ML-framework trackers (PyTorch, Lightning, transformers,
+# accelerate, diffusers, DeepSpeed's launcher, Megatron-Bridge, NeMo on Neuron, torch_xla, JAX/Flax,
+# ColossalAI and projects training with them; pub1150-pub1179, 20 used: 8 healthy look-alikes, 12 failures),
+# split and committed (49ea9b9) before the classifier was run on them, with the code of main 88aa995. Blind:
+# 90.0 / 90.0 / 90.0 % of 10 held-out excerpts (9, 9 and 9 right; 6 healthy, all read healthy), none healthy
+# called fatal; no catalog change in the round (a measure only), so the floors are the blind measure rounded
+# down.
+ROUND26A_FIRST_PUBLIC, ROUND26A_LAST_PUBLIC = 1150, 1179
+HELDOUT_R26A_NEW_FLOOR_FATAL = 0.90
+HELDOUT_R26A_NEW_FLOOR_CATEGORY, HELDOUT_R26A_NEW_FLOOR_ATTRIBUTION = 0.90, 0.90
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -315,7 +325,7 @@ KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564", "pub76
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 1101
+    assert len(own) >= 1121
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -323,9 +333,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 242
+    assert sum(1 for s in own if not s.fatal) >= 250
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 537
+    assert len({s.repo for s in own}) >= 547
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -702,6 +712,17 @@ def test_round25_new_heldout_excerpts_hold_their_blind_floors() -> None:
     assert new.fatal_accuracy >= HELDOUT_R25_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R25_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R25_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round26a_new_heldout_excerpts_hold_their_blind_floors() -> None:
+    new = _heldout_between(ROUND26A_FIRST_PUBLIC, ROUND26A_LAST_PUBLIC)
+    assert new.total >= 10
+    # A random draw with healthy look-alikes beside the failures: none of them may read fatal.
+    assert sum(1 for o in new.outcomes if not o.sample.fatal) >= 6
+    assert new.healthy_classified_fatal == []
+    assert new.fatal_accuracy >= HELDOUT_R26A_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R26A_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R26A_NEW_FLOOR_ATTRIBUTION
 
 
 def test_four_digit_public_ids_fall_in_their_own_round_only() -> None:
