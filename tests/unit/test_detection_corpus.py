@@ -302,6 +302,16 @@ HELDOUT_R25_NEW_FLOOR_CATEGORY, HELDOUT_R25_NEW_FLOOR_ATTRIBUTION = 0.66, 0.66
 ROUND26A_FIRST_PUBLIC, ROUND26A_LAST_PUBLIC = 1150, 1179
 HELDOUT_R26A_NEW_FLOOR_FATAL = 0.90
 HELDOUT_R26A_NEW_FLOOR_CATEGORY, HELDOUT_R26A_NEW_FLOOR_ATTRIBUTION = 0.90, 0.90
+# The measure of round 26b: a random draw from the HPC side of distributed GPU training (nccl-tests, UCX,
+# Open MPI, PRRTE, MPICH, Horovod, the Kubeflow trainer, the GPU Operator, InstaSlice, submitit and other
+# Slurm-using tools; pub1180-pub1209, 22 used), taken as the searches returned them, about two fifths
+# healthy look-alikes, split and committed (b26ff8c) before the classifier was run on them, with the code of
+# main 88aa995. Blind: 57.1 / 57.1 / 50.0 % of 14 held-out excerpts (8, 8 and 7 right; 6 healthy, 8 fatal),
+# one healthy excerpt called fatal (pub1187, listed above). The round changes no signature (a measure only),
+# so the floors are the blind measure rounded down.
+ROUND26B_FIRST_PUBLIC, ROUND26B_LAST_PUBLIC = 1180, 1209
+HELDOUT_R26B_NEW_FLOOR_FATAL = 0.57
+HELDOUT_R26B_NEW_FLOOR_CATEGORY, HELDOUT_R26B_NEW_FLOOR_ATTRIBUTION = 0.57, 0.50
 # Held-out healthy excerpts the detector calls fatal, with no tuning example of their kind to learn
 # from (fixing them from the held-out line itself would spoil the measure). Each is a known false
 # positive the lead must see; `test_known_heldout_false_positives_are_still_wrong` fails once one is
@@ -320,12 +330,16 @@ HELDOUT_R26A_NEW_FLOOR_CATEGORY, HELDOUT_R26A_NEW_FLOOR_ATTRIBUTION = 0.90, 0.90
 # NFS silly-rename file, and the paste starts with the bare `OSError: [Errno 16] Device or resource busy:
 # '.nfs...'` line before the finalizer frames; the reporter says the loss keeps decreasing. Called fatal
 # blind, the kind of pub564; no tuning excerpt of round 25 shows it, so it is listed rather than fitted.
-KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564", "pub768", "pub1124"})
+# Round 26b adds pub1187 (open-mpi/ompi#6134): on Open MPI's ARMv8 CI, UCX cannot create a completion
+# queue and the UCX PML prints `Failed to create UCP worker`, yet the tests pass because Open MPI falls
+# back to another PML (a maintainer says so in the thread). Called fatal blind; no tuning excerpt shows a
+# UCP worker failure the job survives, and round 26b changes no signature, so it is listed, not fitted.
+KNOWN_HELDOUT_HEALTHY_CALLED_FATAL: frozenset[str] = frozenset({"pub564", "pub768", "pub1124", "pub1187"})
 
 
 def test_own_corpus_is_large_sourced_and_labelled() -> None:
     own = [s for p in sorted(DEFAULT_CORPUS_DIR.glob("*.jsonl")) for s in read_samples(p)]
-    assert len(own) >= 1121
+    assert len(own) >= 1143
     assert len({s.id for s in own}) == len(own)
     for s in own:
         assert s.source.startswith("https://"), s.id
@@ -333,9 +347,9 @@ def test_own_corpus_is_large_sourced_and_labelled() -> None:
         assert s.fatal == (s.category != "healthy"), s.id
         assert (s.attribution == "none") == (s.category == "healthy"), s.id
         assert s.log.strip(), s.id
-    assert sum(1 for s in own if not s.fatal) >= 250
+    assert sum(1 for s in own if not s.fatal) >= 259
     assert len({s.category for s in own}) >= 14
-    assert len({s.repo for s in own}) >= 547
+    assert len({s.repo for s in own}) >= 553
 
 
 def test_new_records_carry_repo_split_and_rationale() -> None:
@@ -450,7 +464,7 @@ def test_round8_heldout_part_holds_its_floor() -> None:
 
 def test_whole_heldout_part_holds_its_floor() -> None:
     whole = _parts()[HELDOUT]
-    assert whole.total >= 499
+    assert whole.total >= 523
     called_fatal = {o.sample.id for o in whole.healthy_classified_fatal}
     unexpected = called_fatal - KNOWN_HELDOUT_HEALTHY_CALLED_FATAL
     assert not unexpected, unexpected
@@ -723,6 +737,19 @@ def test_round26a_new_heldout_excerpts_hold_their_blind_floors() -> None:
     assert new.fatal_accuracy >= HELDOUT_R26A_NEW_FLOOR_FATAL
     assert new.category_accuracy >= HELDOUT_R26A_NEW_FLOOR_CATEGORY
     assert new.attribution_accuracy >= HELDOUT_R26A_NEW_FLOOR_ATTRIBUTION
+
+
+def test_round26b_new_heldout_excerpts_hold_their_blind_floors() -> None:
+    new = _heldout_between(ROUND26B_FIRST_PUBLIC, ROUND26B_LAST_PUBLIC)
+    assert new.total >= 14
+    # A random draw with healthy look-alikes beside the failures: the round is not all one answer.
+    assert sum(1 for o in new.outcomes if not o.sample.fatal) >= 6
+    assert sum(1 for o in new.outcomes if o.sample.fatal) >= 8
+    # pub1187 was called fatal blind (listed in KNOWN_HELDOUT_HEALTHY_CALLED_FATAL); no other may be.
+    assert {o.sample.id for o in new.healthy_classified_fatal} <= {"pub1187"}
+    assert new.fatal_accuracy >= HELDOUT_R26B_NEW_FLOOR_FATAL
+    assert new.category_accuracy >= HELDOUT_R26B_NEW_FLOOR_CATEGORY
+    assert new.attribution_accuracy >= HELDOUT_R26B_NEW_FLOOR_ATTRIBUTION
 
 
 def test_four_digit_public_ids_fall_in_their_own_round_only() -> None:
