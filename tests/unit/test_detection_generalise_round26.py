@@ -1,9 +1,9 @@
 """Rounds 26a and 26b (issue 12 section 2): generalised from the rounds' tuning misses only.
 
-Rounds 26a (pub1150-pub1169) and 26b (pub1180-pub1201) were random draws, labelled, split by the stored rule and
-measured blind with no catalog change. Their tuning misses are read here from the printing programs' sources
-(docs/detection.md, "Rounds 26a and 26b: tuning misses"). Every positive case below fails on main before this
-change; the look-alikes stay non-fatal (or keep their reading) on both.
+Rounds 26a (pub1150-pub1169) and 26b (pub1180-pub1201) were random draws, labelled, split by the stored
+rule and measured blind with no catalog change. Their tuning misses are read here from the printing
+programs' sources (docs/detection.md, "Rounds 26a and 26b: tuning misses"). Every positive case below fails
+on main before this change; the look-alikes stay non-fatal (or keep their reading) on both.
 """
 
 from __future__ import annotations
@@ -13,10 +13,16 @@ import pytest
 from tests.unit.catalog_sources import assert_names_source, assert_not_fatal, assert_read_as
 
 SLURM_REFUSAL = ("slurm_node_failure", "system_software")
+ENTRIES = (
+    "slurm_submission_refused_in_exception",
+    "ucx_memtype_transport_missing",
+    "failure_handler_sigterm",
+)
+UCX = "[1700000000.000001] [gpu7:311 :0]  "
 
 
-# 1. submitit (facebookincubator/submitit submitit/core/utils.py CommandFunction) raises FailedJobError(stderr)
-# only when sbatch exits non-zero: sbatch's refusal is inside the exception line.
+# 1. submitit (facebookincubator/submitit submitit/core/utils.py CommandFunction) raises
+# FailedJobError(stderr) only when sbatch exits non-zero: sbatch's refusal is inside the exception line.
 @pytest.mark.parametrize(
     "text",
     [
@@ -43,7 +49,7 @@ def test_sbatch_retrying_then_submitting_is_not_fatal() -> None:
 
 
 def test_round26_entries_name_their_sources() -> None:
-    for entry in ("slurm_submission_refused_in_exception", "ucx_memtype_transport_missing"):
+    for entry in ENTRIES:
         assert_names_source(entry)
 
 
@@ -55,11 +61,11 @@ UCX_NODE_SOFTWARE = ("interconnect", "system_software")
 @pytest.mark.parametrize(
     "text",
     [
-        "[1700000000.000001] [gpu7:311 :0]         select.c:443  UCX  ERROR no copy across memory types transport"
+        UCX + "select.c:443  UCX  ERROR no copy across memory types transport"
         " to <no debug data>: Unsupported operation\n"
         "[gpu7:00311] pml_ucx.c:273  Error: Failed to create UCP worker\n",
-        "[1700000000.000001] [gpu7:311 :0]          select.c:640  UCX  ERROR   no copy across memory types"
-        " transport to gpu7:311: self/memory - Destination is unreachable, sysv/memory - no memory registration\n",
+        UCX + "select.c:640  UCX  ERROR   no copy across memory types transport to gpu7:311:"
+        " self/memory - Destination is unreachable, sysv/memory - no memory registration\n",
         "[gpu7:311 :0]         select.c:180  UCX  ERROR No copy across memory types transport to gpu7:311:"
         " tcp/eth0 - no put short\n",
     ],
@@ -70,7 +76,7 @@ def test_no_copy_across_memory_types_transport_is_the_nodes_ucx(text: str) -> No
 
 def test_a_peer_ucx_cannot_reach_stays_the_fabrics() -> None:
     text = (
-        "[1700000000.000001] [gpu7:311 :0]          select.c:640  UCX  ERROR   no active messages transport to"
+        UCX + "select.c:640  UCX  ERROR   no active messages transport to"
         " gpu8:412: rc_mlx5/mlx5_0:1 - Destination is unreachable\n"
     )
     assert_read_as(text, ("interconnect", "infrastructure"), "ucx_error")
@@ -78,7 +84,43 @@ def test_a_peer_ucx_cannot_reach_stays_the_fabrics() -> None:
 
 def test_ucx_transport_list_at_info_level_is_not_fatal() -> None:
     assert_not_fatal(
-        "[1700000000.000001] [gpu7:311 :0]     ucp_worker.c:1877 UCX  INFO  ep_cfg[1]: copy across memory types"
+        UCX + "ucp_worker.c:1877 UCX  INFO  ep_cfg[1]: copy across memory types"
         " via cuda_copy/cuda\n"
         "epoch 1 loss 0.42\n"
+    )
+
+
+# 3. Google's failure-signal handlers (abseil-cpp absl/debugging/failure_signal_handler.cc, glog
+# src/signalhandler.cc) print their SIGTERM line for any sender: a SIGTERM kill, its sender not in the text.
+SIGTERM_ANY = ("signal_kill", "unknown")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "*** SIGTERM received by PID 4242 (TID 4242) on cpu 7 from PID 4100; stack trace: ***\n"
+        "PC: @     0x7f0000001234  (unknown)  do_futex_wait.constprop.0\n"
+        "    @     0x7f0000005678        976  (unknown)\n"
+        "E0101 10:00:00.000000    4242 coredump_hook.cc:255]\n",
+        "*** SIGTERM received by PID 4242 (TID 4250) on cpu 1; stack trace: ***\n"
+        "PC: @     0x7f0000001234  (unknown)  poll\n",
+    ],
+)
+def test_the_tpu_runtimes_sigterm_report_names_no_sender(text: str) -> None:
+    assert_read_as(text, SIGTERM_ANY, "failure_handler_sigterm")
+
+
+def test_a_schedulers_time_limit_still_decides_over_the_handlers_line() -> None:
+    text = (
+        "slurmstepd: error: *** JOB 4242 ON gpu1 CANCELLED AT 2024-01-01T10:00:00 DUE TO TIME LIMIT ***\n"
+        "*** SIGTERM received by PID 4242 (TID 4242) on cpu 7 from PID 4100; stack trace: ***\n"
+    )
+    assert_read_as(text, ("preemption_or_timelimit", "infrastructure"), "failure_handler_sigterm")
+
+
+def test_installing_the_failure_signal_handler_is_not_fatal() -> None:
+    assert_not_fatal(
+        "I0101 10:00:00.000000 4242 main.cc:42] failure signal handler installed;"
+        " SIGTERM will dump the stack\n"
+        "step 100 loss 0.42\n"
     )
