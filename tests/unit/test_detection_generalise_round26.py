@@ -17,6 +17,7 @@ ENTRIES = (
     "slurm_submission_refused_in_exception",
     "ucx_memtype_transport_missing",
     "failure_handler_sigterm",
+    "tcmalloc_large_alloc_failed",
 )
 UCX = "[1700000000.000001] [gpu7:311 :0]  "
 
@@ -122,5 +123,31 @@ def test_installing_the_failure_signal_handler_is_not_fatal() -> None:
     assert_not_fatal(
         "I0101 10:00:00.000000 4242 main.cc:42] failure signal handler installed;"
         " SIGTERM will dump the stack\n"
+        "step 100 loss 0.42\n"
+    )
+
+
+# 4. gperftools' tcmalloc (src/tcmalloc.cc, ReportLargeAlloc) reports a large allocation with its result;
+# `== (nil)`: the system refused the pages and the process dies in native code.
+NATIVE_CRASH = ("segfault", "system_software")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tcmalloc: large alloc 281474976710656 bytes == (nil) @  0x7f0000001680 0x7f0000002824\n"
+        "Unhandled exception:\n"
+        "    @     0x7f0000003b62  (unknown)\n",
+        "tcmalloc: large alloc 140737488355328 bytes == (nil) @  0x7f0000001680 0x55d000001234\n",
+    ],
+)
+def test_a_failed_large_allocation_is_a_native_crash(text: str) -> None:
+    assert_read_as(text, NATIVE_CRASH, "tcmalloc_large_alloc_failed")
+
+
+def test_a_large_allocation_that_succeeded_is_not_fatal() -> None:
+    assert_not_fatal(
+        "tcmalloc: large alloc 1073741824 bytes == 0x7f1a2c000000 @  0x7f1b3c2d1680 0x7f1b3c2f2824\n"
+        "tcmalloc: large alloc 1207959552 bytes == 0x7f1a6c000000 @  0x7f1b3c2d1680 0x7f1b3c2f2824\n"
         "step 100 loss 0.42\n"
     )
