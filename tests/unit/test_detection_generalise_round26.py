@@ -18,6 +18,7 @@ ENTRIES = (
     "ucx_memtype_transport_missing",
     "failure_handler_sigterm",
     "tcmalloc_large_alloc_failed",
+    "colossalai_run_failed",
 )
 UCX = "[1700000000.000001] [gpu7:311 :0]  "
 
@@ -150,4 +151,39 @@ def test_a_large_allocation_that_succeeded_is_not_fatal() -> None:
         "tcmalloc: large alloc 1073741824 bytes == 0x7f1a2c000000 @  0x7f1b3c2d1680 0x7f1b3c2f2824\n"
         "tcmalloc: large alloc 1207959552 bytes == 0x7f1a6c000000 @  0x7f1b3c2d1680 0x7f1b3c2f2824\n"
         "step 100 loss 0.42\n"
+    )
+
+
+# 5. ColossalAI's launcher (colossalai/cli/launcher/multinode_runner.py run_on_host, run.py) reports the
+# torchrun command it ran through fabric when that command exits non-zero: the launcher's summary.
+LAUNCHER_SUMMARY = ("python_exception", "application")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Error: failed to run torchrun --nproc_per_node=8 --nnodes=2 --node_rank=1 --master_addr=10.0.0.1"
+        " --master_port=29500 train.py --config cfg.py on 10.0.0.2\n"
+        "\n====== Training on All Nodes =====\n10.0.0.1: success\n10.0.0.2: failure\n",
+        "Error: failed to run python -m torch.distributed.launch --nproc_per_node=2 --nnodes=1 --node_rank=0"
+        " train.py on 127.0.0.1, is localhost: True, exception: Encountered a bad command exit code!\n",
+    ],
+)
+def test_colossalais_failed_torchrun_is_the_launchers_summary(text: str) -> None:
+    assert_read_as(text, LAUNCHER_SUMMARY, "colossalai_run_failed")
+
+
+def test_a_ranks_own_error_decides_over_colossalais_summary() -> None:
+    text = (
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
+        " capacity of 79.15 GiB of which 1.02 GiB is free.\n"
+        "Error: failed to run torchrun --nproc_per_node=8 --nnodes=1 --node_rank=0 train.py on 127.0.0.1\n"
+    )
+    assert_read_as(text, ("cuda_oom", "application"), "colossalai_run_failed")
+
+
+def test_colossalai_runs_that_succeed_are_not_fatal() -> None:
+    assert_not_fatal(
+        "step 100 loss 0.42\n\n====== Training on All Nodes =====\n127.0.0.1: success\n"
+        "\n====== Stopping All Nodes =====\n127.0.0.1: finish\n"
     )
