@@ -142,7 +142,7 @@ def test_the_finding_s_own_stream_decides_when_it_prints_progress() -> None:
 
 
 def test_the_lowered_finding_keeps_its_line_and_says_why() -> None:
-    a = LogAnalyzer()
+    a = LogAnalyzer(follow_ran_on=True)
     data = RAN_ON_LOGS["dataloader_error_survived"].encode()
     found = a.feed(data, now=0.0) + a.flush(now=0.0)
     assert [f.fatal for f in found] == [True]  # as emitted: a live watch sees the line before what follows

@@ -221,6 +221,7 @@ class LogAnalyzer:
         catalog: Catalog | None = None,
         config: ProgressConfig | None = None,
         node_of_rank: Callable[[int], str | None] | None = None,
+        follow_ran_on: bool = False,
     ) -> None:
         self._catalog = catalog or load_catalog()
         self._config = config or ProgressConfig()
@@ -263,8 +264,10 @@ class LogAnalyzer:
         self._traceback_until = -1
         # Hosts the batch system's job record names (see _EXEC_HOST).
         self._exec_hosts: list[str] = []
-        # Findings the log then shows the job training on after (see ran_on.py).
-        self._ran_on = RanOnTracker()
+        # Findings the log then shows the job training on after (see ran_on.py): only for a whole log read
+        # at once (`trainguard classify`); a live watch emits a finding before the progress after it exists,
+        # so it does not pay for following progress against findings nothing will lower.
+        self._ran_on = RanOnTracker() if follow_ran_on else None
 
     @property
     def progress(self) -> ProgressState:
@@ -293,6 +296,8 @@ class LogAnalyzer:
         """`findings` (as this analyzer emitted them) with those the job trained on after lowered to non-fatal
         (docs/detection.md, "An error the job ran on"). For a whole log: a live watch emits a finding before
         the progress after it exists."""
+        if self._ran_on is None:
+            raise RuntimeError("LogAnalyzer(follow_ran_on=True) is needed to lower findings the job ran on")
         return self._ran_on.lower(findings)
 
     def feed(self, data: bytes, *, now: float, base_offset: int = 0) -> list[Finding]:
@@ -647,7 +652,8 @@ class LogAnalyzer:
         p = parse_progress(line, self._config)
         if p is not None:
             self._progress_lines += 1
-            self._ran_on.on_progress(stream, line, progress_key(line, p.iteration))
+            if self._ran_on is not None:
+                self._ran_on.on_progress(stream, line, progress_key(line, p.iteration))
             straggler = self._tracker.on_progress(p, now, line)
             if straggler is not None:
                 out.append(straggler)
@@ -721,5 +727,6 @@ class LogAnalyzer:
             priority=sig.priority,
             tears_down=sig.tears_down(norm.text),
         )
-        self._ran_on.on_finding(finding, (norm.rank, norm.local_rank, norm.host), line)
+        if self._ran_on is not None:
+            self._ran_on.on_finding(finding, (norm.rank, norm.local_rank, norm.host), line)
         out.append(finding)

@@ -16,8 +16,7 @@ from trainguard.attribution.rules import attribute
 from trainguard.detection.analyzer import LogAnalyzer
 from trainguard.detection.catalog import Catalog
 from trainguard.detection.progress import ProgressConfig, parse_progress
-from trainguard.detection.ran_on import RAN_ON
-from trainguard.detection.ran_on import log_clock as _timestamp
+from trainguard.detection.ran_on import RAN_ON, log_clock
 from trainguard.models import Attribution, Category, Finding, FindingSource, clip
 
 STATIC_HANG_FLOOR_S = 1800.0
@@ -60,11 +59,11 @@ def static_hang(lines: Sequence[str], config: ProgressConfig, step_ms: float | N
         if p is not None:
             progress_at = i
             last_step_ms = last_step_ms or p.step_ms
-            ts = _timestamp(line)
+            ts = log_clock(line)
             if ts is not None:
                 stamps.append(ts)
             break
-        ts = _timestamp(line)
+        ts = log_clock(line)
         if ts is not None:
             stamps.append(ts)
     if progress_at is None or len(stamps) < 2:
@@ -92,7 +91,7 @@ def classify_bytes(
     data: bytes, *, catalog: Catalog | None = None, config: ProgressConfig | None = None
 ) -> ClassifyResult:
     cfg = config or ProgressConfig()
-    analyzer = LogAnalyzer(catalog=catalog, config=cfg)
+    analyzer = LogAnalyzer(catalog=catalog, config=cfg, follow_ran_on=True)
     findings = analyzer.feed(data, now=0.0)
     findings += analyzer.flush(now=0.0)
     # A whole log: a finding the job trained on after is lowered (docs/detection.md, "An error the job
